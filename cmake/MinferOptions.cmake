@@ -1,0 +1,22 @@
+# Compiler flags shared by every minfer target (applied through minfer_options).
+add_library(minfer_options INTERFACE)
+target_compile_options(minfer_options INTERFACE -Wall -Wextra -Wpedantic -Wshadow -Wno-missing-field-initializers)
+if(MINFER_WERROR)
+  target_compile_options(minfer_options INTERFACE -Werror)
+endif()
+if(MINFER_NATIVE)
+  target_compile_options(minfer_options INTERFACE -march=native)
+endif()
+if(MINFER_SANITIZE)
+  target_compile_options(minfer_options INTERFACE -fsanitize=${MINFER_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(minfer_options INTERFACE -fsanitize=${MINFER_SANITIZE})
+endif()
+target_include_directories(minfer_options INTERFACE ${PROJECT_SOURCE_DIR}/src)
+
+# minfer_layer(NAME SOURCES... DEPS ...): one static library per source folder.
+# Linking only the lower layers a folder may use makes a wrong include a build error.
+function(minfer_layer name)
+  cmake_parse_arguments(L "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(minfer_${name} STATIC ${L_SOURCES})
+  target_link_libraries(minfer_${name} PUBLIC minfer_options ${L_DEPS})
+endfunction()

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# README command 2: install, build, run the whole test suite (unit + parity against ../shared/fixtures,
+# plus a short libFuzzer run of the GGUF reader). Ends with ctest's summary.
+# Environment: FUZZ_SECONDS (default 30; 0 skips the fuzz run), MINFER_FIXTURES_DIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+jobs="$(nproc)"
+
+bash scripts/build.sh release
+
+fuzz_seconds="${FUZZ_SECONDS:-30}"
+if [ "$fuzz_seconds" != "0" ]; then
+  bash scripts/build.sh fuzz >/dev/null
+  corpus="$(mktemp -d)"
+  build/fuzz/fuzz/fuzz_gguf_seeds "$corpus"
+  echo "fuzz: gguf reader for ${fuzz_seconds}s"
+  build/fuzz/fuzz/fuzz_gguf -max_total_time="$fuzz_seconds" -max_len=4096 -print_final_stats=0 "$corpus" \
+    >"$corpus/fuzz.log" 2>&1 || { tail -50 "$corpus/fuzz.log"; exit 1; }
+  grep -E "^Done|#[0-9]+.*DONE" "$corpus/fuzz.log" | tail -1 || true
+  rm -rf "$corpus"
+fi
+
+ctest --preset release -j "$jobs"

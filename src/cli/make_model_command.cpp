@@ -1,0 +1,46 @@
+// `minfer make-model <out.gguf> [--preset P] [--type f32|f16|bf16] [--seed N] [--vocab FILE]`
+#include <fmt/format.h>
+
+#include "cli/cli_app.h"
+#include "tools/synthetic_model.h"
+
+namespace minfer::cli {
+
+int make_model_command(const Args& args) {
+  CLI::App app("Write a random-weight Qwen2/Qwen3 GGUF model (labelled as random; its output is noise).",
+               "minfer make-model");
+  std::string out_path;
+  std::string preset = "tiny-qwen2";
+  std::string type_name = "f32";
+  std::string vocab_path;
+  uint64_t seed = 42;
+  app.add_option("output", out_path, "GGUF file to write")->required();
+  app.add_option("--preset", preset, "shape: tiny-qwen2, tiny-qwen3, qwen2.5-0.5b, qwen3-0.6b")->capture_default_str();
+  app.add_option("--type", type_name, "weight type: f32, f16 or bf16")->capture_default_str();
+  app.add_option("--seed", seed, "random seed")->capture_default_str();
+  app.add_option("--vocab", vocab_path, "copy the tokenizer from this GGUF (e.g. a vocab-only file)");
+  if (int code = parse_args(app, args); code >= 0) return code;
+
+  tools::SyntheticOptions options;
+  auto shape = tools::synthetic_preset(preset);
+  if (!shape.ok()) return fail(shape.status());
+  options.shape = *shape;
+  auto type = dtype_from_name(type_name);
+  if (!type) return fail(invalid_argument("unknown --type '{}'", type_name));
+  options.weight_type = *type;
+  options.seed = seed;
+  std::optional<gguf::File> vocab;
+  if (!vocab_path.empty()) {
+    auto opened = gguf::File::open(vocab_path);
+    if (!opened.ok()) return fail(opened.status());
+    vocab = std::move(*opened);
+    options.vocab_source = &*vocab;
+  }
+  auto writer = tools::make_synthetic_model(options);
+  if (!writer.ok()) return fail(writer.status());
+  if (Status st = writer->write(out_path); !st.ok()) return fail(st);
+  fmt::print("wrote {} ({} preset, {} weights, RANDOM WEIGHTS)\n", out_path, preset, type_name);
+  return 0;
+}
+
+}  // namespace minfer::cli

@@ -1,0 +1,197 @@
+#include "tools/synthetic_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "core/byte_unicode.h"
+#include "core/fp16.h"
+#include "core/rng.h"
+
+namespace minfer::tools {
+namespace {
+
+using gguf::Array;
+using gguf::Value;
+using gguf::ValueType;
+
+std::string codepoint_utf8(uint32_t cp) {
+  std::string out;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xc0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    out += static_cast<char>(0xe0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+  return out;
+}
+
+std::string byte_token(uint8_t b) { return codepoint_utf8(byte_to_codepoint(b)); }
+
+constexpr char kChatMlTemplate[] =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+    "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+// 256 byte tokens, merges of common English fragments (each merge's parts exist before it), ChatML specials.
+void add_small_vocab(gguf::Metadata& meta) {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(byte_token(static_cast<uint8_t>(b)));
+  const std::string sp = byte_token(' ');
+  const std::vector<std::pair<std::string, std::string>> merge_pairs = {
+      {sp, "t"}, {"h", "e"}, {"i", "n"}, {sp, "a"}, {"e", "r"}, {"o", "n"}, {sp + "t", "he"}, {"r", "e"},
+      {sp, "s"}, {"a", "t"}, {"o", "r"}, {"e", "n"}, {sp, "o"}, {sp, "w"}, {"i", "s"}, {"in", "g"},
+      {sp, "c"}, {"e", "s"}, {"a", "n"}, {"e", "d"}, {sp, "b"}, {sp, "f"}, {sp, "i"}, {"l", "l"},
+  };
+  std::vector<std::string> merges;
+  for (const auto& [a, b] : merge_pairs) {
+    merges.push_back(a + " " + b);
+    tokens.push_back(a + b);
+  }
+  std::vector<int32_t> types(tokens.size(), 1);  // NORMAL
+  const int32_t eot = static_cast<int32_t>(tokens.size());
+  for (const char* special : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
+    tokens.emplace_back(special);
+    types.push_back(3);  // CONTROL
+  }
+  meta.set("tokenizer.ggml.model", Value::string("gpt2"));
+  meta.set("tokenizer.ggml.pre", Value::string("qwen2"));
+  meta.set("tokenizer.ggml.tokens", Value::array(Array::of_strings(tokens)));
+  meta.set("tokenizer.ggml.token_type", Value::array(Array::of(ValueType::I32, types)));
+  meta.set("tokenizer.ggml.merges", Value::array(Array::of_strings(merges)));
+  meta.set("tokenizer.ggml.eos_token_id", Value::u32(static_cast<uint32_t>(eot + 2)));
+  meta.set("tokenizer.ggml.padding_token_id", Value::u32(static_cast<uint32_t>(eot)));
+  meta.set("tokenizer.ggml.bos_token_id", Value::u32(static_cast<uint32_t>(eot)));
+  meta.set("tokenizer.ggml.add_bos_token", Value::boolean(false));
+  meta.set("tokenizer.chat_template", Value::string(kChatMlTemplate));
+}
+
+// A tensor whose values are N(mean, std^2) draws from its own seed, encoded when the writer reaches it.
+gguf::Writer::Producer normal_tensor(uint64_t seed, int64_t n, float mean, float std, DType type) {
+  return [=]() -> Result<std::vector<uint8_t>> {
+    Rng rng(seed);
+    std::vector<uint8_t> out(static_cast<size_t>(n) * (type == DType::F32 ? 4 : 2));
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = mean + std * static_cast<float>(rng.normal());
+      if (type == DType::F32) {
+        std::memcpy(out.data() + 4 * i, &v, 4);
+      } else {
+        const uint16_t h = type == DType::F16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+        std::memcpy(out.data() + 2 * i, &h, 2);
+      }
+    }
+    return out;
+  };
+}
+
+}  // namespace
+
+std::vector<std::string> synthetic_preset_names() { return {"tiny-qwen2", "tiny-qwen3", "qwen2.5-0.5b", "qwen3-0.6b"}; }
+
+Result<SyntheticShape> synthetic_preset(const std::string& name) {
+  SyntheticShape s;
+  if (name == "tiny-qwen2") return s;
+  if (name == "tiny-qwen3") {
+    s.arch = "qwen3";
+    s.head_dim = 32;
+    s.tied_output = false;
+    return s;
+  }
+  if (name == "qwen2.5-0.5b") {
+    s = {"qwen2", 896, 24, 14, 2, 64, 4864, 32768, 1e6f, 1e-6f, true};
+    return s;
+  }
+  if (name == "qwen3-0.6b") {
+    s = {"qwen3", 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, 1e-6f, true};
+    return s;
+  }
+  return invalid_argument("unknown model preset '{}' (known: tiny-qwen2, tiny-qwen3, qwen2.5-0.5b, qwen3-0.6b)", name);
+}
+
+Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
+  const SyntheticShape& s = options.shape;
+  if (s.arch != "qwen2" && s.arch != "qwen3") return unsupported("synthetic model: unsupported architecture '{}'", s.arch);
+  if (options.weight_type != DType::F32 && options.weight_type != DType::F16 && options.weight_type != DType::BF16) {
+    return unsupported("synthetic model: weight type {} is not generated directly; write f32 and run `minfer quantize`",
+                       dtype_name(options.weight_type));
+  }
+  if (s.n_head == 0 || s.n_head_kv == 0 || s.n_head % s.n_head_kv != 0) {
+    return invalid_argument("synthetic model: n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv);
+  }
+
+  gguf::Writer w;
+  gguf::Metadata& meta = w.metadata();
+  const std::string& a = s.arch;
+  meta.set("general.architecture", Value::string(a));
+  meta.set("general.name", Value::string("minfer synthetic " + a + " (RANDOM WEIGHTS, output is noise)"));
+  meta.set(a + ".block_count", Value::u32(s.n_layer));
+  meta.set(a + ".context_length", Value::u32(s.n_ctx_train));
+  meta.set(a + ".embedding_length", Value::u32(s.n_embd));
+  meta.set(a + ".feed_forward_length", Value::u32(s.n_ff));
+  meta.set(a + ".attention.head_count", Value::u32(s.n_head));
+  meta.set(a + ".attention.head_count_kv", Value::u32(s.n_head_kv));
+  meta.set(a + ".rope.freq_base", Value::f32(s.rope_freq_base));
+  meta.set(a + ".attention.layer_norm_rms_epsilon", Value::f32(s.rms_eps));
+  if (a == "qwen3" || s.head_dim * s.n_head != s.n_embd) {
+    meta.set(a + ".attention.key_length", Value::u32(s.head_dim));
+    meta.set(a + ".attention.value_length", Value::u32(s.head_dim));
+  }
+  const uint32_t file_type = options.weight_type == DType::F32 ? 0 : options.weight_type == DType::F16 ? 1 : 32;
+  meta.set("general.file_type", Value::u32(file_type));
+  meta.set("general.quantization_version", Value::u32(2));
+
+  uint64_t n_vocab = 0;
+  if (options.vocab_source != nullptr) {
+    for (const auto& [key, value] : options.vocab_source->metadata().entries()) {
+      if (key.rfind("tokenizer.", 0) == 0) meta.set(key, value);
+    }
+    const Value* tokens = meta.find("tokenizer.ggml.tokens");
+    if (tokens == nullptr || tokens->type() != ValueType::ARRAY) {
+      return invalid_argument("synthetic model: vocabulary source has no tokenizer.ggml.tokens array");
+    }
+    n_vocab = tokens->as_array().count;
+  } else {
+    add_small_vocab(meta);
+    n_vocab = meta.find("tokenizer.ggml.tokens")->as_array().count;
+  }
+
+  const int64_t E = s.n_embd, V = static_cast<int64_t>(n_vocab), F = s.n_ff, D = s.head_dim;
+  const int64_t Q = static_cast<int64_t>(s.n_head) * D, KV = static_cast<int64_t>(s.n_head_kv) * D;
+  const DType wt = options.weight_type;
+  uint64_t seed = options.seed;
+  auto add = [&](const std::string& name, std::vector<int64_t> ne, float mean, float std, DType type) -> Status {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    return w.add_tensor(name, type, std::move(ne), normal_tensor(++seed * 0x9e3779b97f4a7c15ULL, n, mean, std, type));
+  };
+  const float inv_sqrt_e = 1.0f / std::sqrt(static_cast<float>(E));
+  MINFER_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, 0.0f, 4.0f * inv_sqrt_e, wt));
+  MINFER_RETURN_IF_ERROR(add("output_norm.weight", {E}, 1.0f, 0.1f, DType::F32));
+  if (!s.tied_output) MINFER_RETURN_IF_ERROR(add("output.weight", {E, V}, 0.0f, 4.0f * inv_sqrt_e, wt));
+  for (uint32_t l = 0; l < s.n_layer; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    MINFER_RETURN_IF_ERROR(add(p + "attn_norm.weight", {E}, 1.0f, 0.1f, DType::F32));
+    MINFER_RETURN_IF_ERROR(add(p + "attn_q.weight", {E, Q}, 0.0f, 1.5f * inv_sqrt_e, wt));
+    MINFER_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, KV}, 0.0f, 1.5f * inv_sqrt_e, wt));
+    MINFER_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, KV}, 0.0f, inv_sqrt_e, wt));
+    if (a == "qwen2") {
+      MINFER_RETURN_IF_ERROR(add(p + "attn_q.bias", {Q}, 0.0f, 0.5f, DType::F32));
+      MINFER_RETURN_IF_ERROR(add(p + "attn_k.bias", {KV}, 0.0f, 0.5f, DType::F32));
+      MINFER_RETURN_IF_ERROR(add(p + "attn_v.bias", {KV}, 0.0f, 0.1f, DType::F32));
+    } else {
+      MINFER_RETURN_IF_ERROR(add(p + "attn_q_norm.weight", {D}, 1.2f, 0.2f, DType::F32));
+      MINFER_RETURN_IF_ERROR(add(p + "attn_k_norm.weight", {D}, 1.2f, 0.2f, DType::F32));
+    }
+    MINFER_RETURN_IF_ERROR(add(p + "attn_output.weight", {Q, E}, 0.0f, 2.5f / std::sqrt(static_cast<float>(Q)), wt));
+    MINFER_RETURN_IF_ERROR(add(p + "ffn_norm.weight", {E}, 1.0f, 0.1f, DType::F32));
+    MINFER_RETURN_IF_ERROR(add(p + "ffn_gate.weight", {E, F}, 0.0f, inv_sqrt_e, wt));
+    MINFER_RETURN_IF_ERROR(add(p + "ffn_up.weight", {E, F}, 0.0f, inv_sqrt_e, wt));
+    MINFER_RETURN_IF_ERROR(add(p + "ffn_down.weight", {F, E}, 0.0f, 2.5f / std::sqrt(static_cast<float>(F)), wt));
+  }
+  return w;
+}
+
+}  // namespace minfer::tools

@@ -1,0 +1,49 @@
+// Random-weight Qwen2 / Qwen3 GGUF models with exact real shapes or tiny ones, written with our own
+// GGUF writer. They are labelled as random (general.name) and exist for demos, tests and benchmarks:
+// their text is noise, but every code path from loading to sampling runs on them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "gguf/reader.h"
+#include "gguf/writer.h"
+
+namespace minfer::tools {
+
+struct SyntheticShape {
+  std::string arch = "qwen2";  // "qwen2" or "qwen3"
+  uint32_t n_embd = 64;
+  uint32_t n_layer = 2;
+  uint32_t n_head = 4;
+  uint32_t n_head_kv = 2;
+  uint32_t head_dim = 16;  // qwen3 writes it as attention.key_length / value_length
+  uint32_t n_ff = 128;
+  uint32_t n_ctx_train = 4096;
+  float rope_freq_base = 1e6f;
+  float rms_eps = 1e-6f;
+  bool tied_output = true;  // no output.weight: the embedding doubles as the output projection
+};
+
+// Presets: "tiny-qwen2", "tiny-qwen3", "qwen2.5-0.5b", "qwen3-0.6b".
+Result<SyntheticShape> synthetic_preset(const std::string& name);
+std::vector<std::string> synthetic_preset_names();
+
+struct SyntheticOptions {
+  SyntheticShape shape;
+  DType weight_type = DType::F32;  // 2-D weights; norms and biases stay F32
+  uint64_t seed = 42;
+  // Tokenizer keys (tokenizer.*) are copied from this GGUF when set; otherwise a small byte-level BPE
+  // vocabulary (256 byte tokens, a few merges, ChatML specials) is generated.
+  const gguf::File* vocab_source = nullptr;
+};
+
+// Builds the writer for a synthetic model (tensor data is generated when written). Only F32, F16 and
+// BF16 weights are encoded here; quantized files come from `minfer quantize` on the result.
+Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options);
+
+}  // namespace minfer::tools
