@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README command 2: install, build, run the whole test suite (unit + parity against ../shared/fixtures,
-# plus a short libFuzzer run of the GGUF reader). Ends with ctest's summary.
+# plus short libFuzzer runs of the GGUF reader and the chat template engine). Ends with ctest's summary.
 # Environment: FUZZ_SECONDS (default 30; 0 skips the fuzz run), MINFER_FIXTURES_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,17 @@ if [ "$fuzz_seconds" != "0" ]; then
   build/fuzz/fuzz/fuzz_gguf_seeds "$corpus"
   echo "fuzz: gguf reader for ${fuzz_seconds}s"
   build/fuzz/fuzz/fuzz_gguf -max_total_time="$fuzz_seconds" -max_len=4096 -print_final_stats=0 "$corpus" \
+    >"$corpus/fuzz.log" 2>&1 || { tail -50 "$corpus/fuzz.log"; exit 1; }
+  grep -E "^Done|#[0-9]+.*DONE" "$corpus/fuzz.log" | tail -1 || true
+  rm -rf "$corpus"
+
+  # Chat template parser + renderer, seeded with the real templates; at most 20 s of CI time.
+  chat_seconds=$(( fuzz_seconds < 20 ? fuzz_seconds : 20 ))
+  corpus="$(mktemp -d)"
+  cp "${MINFER_FIXTURES_DIR:-../shared/fixtures}"/chat/templates/*.jinja "$corpus/" 2>/dev/null \
+    || printf '{%% for m in messages %%}{{ m.role }}{%% endfor %%}' >"$corpus/seed.jinja"
+  echo "fuzz: chat templates for ${chat_seconds}s"
+  build/fuzz/fuzz/fuzz_chat -max_total_time="$chat_seconds" -max_len=8192 -print_final_stats=0 "$corpus" \
     >"$corpus/fuzz.log" 2>&1 || { tail -50 "$corpus/fuzz.log"; exit 1; }
   grep -E "^Done|#[0-9]+.*DONE" "$corpus/fuzz.log" | tail -1 || true
   rm -rf "$corpus"

@@ -9,7 +9,13 @@ namespace minfer::cli {
 
 using Args = std::vector<std::string>;
 
+int run_command(const Args& args);
 int info_command(const Args& args);
+int bench_command(const Args& args);
 int make_model_command(const Args& args);
+int quantize_command(const Args& args);
+int tokenize_command(const Args& args);
+int template_command(const Args& args);
+int grammar_command(const Args& args);
 
 }  // namespace minfer::cli

@@ -16,13 +16,23 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
+    {"run", "generate text: minfer [run] <model.gguf> [prompt] [options]", minfer::cli::run_command},
+    {"bench", "measure prompt (pp) and generation (tg) speed, llama-bench style", minfer::cli::bench_command},
     {"info", "print a GGUF file's metadata, tensors, totals and hyperparameters", minfer::cli::info_command},
     {"make-model", "write a random-weight Qwen2/Qwen3 GGUF (tiny or real shapes) for demos and benchmarks",
      minfer::cli::make_model_command},
+    {"quantize", "re-encode a GGUF model's weights (q4_0 ... q6_K, q4_K_M, q5_K_M, f16, bf16) like llama-quantize",
+     minfer::cli::quantize_command},
+    {"tokenize", "print the token ids and pieces of a text (stdin with -)", minfer::cli::tokenize_command},
+    {"template", "render a chat template with messages and print the exact prompt", minfer::cli::template_command},
+    {"grammar", "print the GBNF for a JSON Schema, or check a GBNF grammar", minfer::cli::grammar_command},
 };
 
 void print_usage(std::FILE* out) {
-  fmt::print(out, "minfer: local LLM inference for Qwen-family GGUF models\n\nusage: minfer <command> [options]\n\n");
+  fmt::print(out,
+             "minfer: local LLM inference for Qwen-family GGUF models\n\n"
+             "usage: minfer <model.gguf> [prompt] [options]     (same as `minfer run`)\n"
+             "       minfer <command> [options]\n\n");
   for (const Command& c : kCommands) fmt::print(out, "  {:<12} {}\n", c.name, c.summary);
   fmt::print(out, "\n`minfer <command> --help` describes a command's options.\n");
 }
@@ -42,7 +52,11 @@ int main(int argc, char** argv) {
   for (const Command& c : kCommands) {
     if (c.name == name) return c.run(minfer::cli::Args(argv + 2, argv + argc));
   }
-  fmt::print(stderr, "minfer: unknown command '{}'\n\n", name);
-  print_usage(stderr);
-  return 2;
+  if (name.empty() || name[0] == '-') {
+    fmt::print(stderr, "minfer: expected a command or a model path, got '{}'\n\n", name);
+    print_usage(stderr);
+    return 2;
+  }
+  // Anything else is a model path: `minfer model.gguf "prompt"` is `minfer run model.gguf "prompt"`.
+  return minfer::cli::run_command(minfer::cli::Args(argv + 1, argv + argc));
 }

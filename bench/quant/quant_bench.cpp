@@ -1,0 +1,163 @@
+// Kernel micro-benchmarks: GEMV (decode, GB/s of weights streamed) and GEMM (prefill, GFLOP/s) per
+// weight type at 1 and 2 threads, activation quantization, plus a memory-bandwidth probe and an int8
+// peak probe so each figure can be read as a fraction of the machine's limit. MINFER_CPU_ISA selects
+// the kernel level. Shapes are Qwen2.5-0.5B's FFN (n_embd 896, n_ff 4864) rounded to K-quant blocks.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/thread_pool.h"
+#include "quant/kernels/kernels.h"
+#include "quant/matmul.h"
+#include "quant/quant.h"
+
+namespace minfer::bench {
+int64_t int8_peak_avx512_vnni(int64_t iters);
+int64_t int8_peak_avx2(int64_t iters);
+}  // namespace minfer::bench
+
+namespace {
+
+using minfer::DType;
+using minfer::ThreadPool;
+namespace quant = minfer::quant;
+
+constexpr int64_t kN = 4864;  // outputs (ffn_up rows)
+constexpr int64_t kK = 1024;  // inputs (n_embd-like, a multiple of 256)
+
+struct Fixture {
+  std::vector<uint8_t> weights;
+  quant::Weight w;
+  std::vector<float> x;
+};
+
+std::vector<float> random_floats(int64_t n, uint64_t seed) {
+  minfer::Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = static_cast<float>(rng.normal());
+  return v;
+}
+
+const Fixture& fixture(DType t) {
+  static std::unique_ptr<Fixture> cache[40];
+  auto& f = cache[static_cast<uint32_t>(t)];
+  if (!f) {
+    f = std::make_unique<Fixture>();
+    const std::vector<float> wf = random_floats(kN * kK, 1);
+    f->weights.resize(*minfer::row_bytes(t, kK) * kN);
+    quant::quantize_rows(t, wf.data(), f->weights.data(), kN, kK, 2);
+    f->w = quant::prepare_weight(t, f->weights.data(), kN, kK, true);
+    f->x = random_floats(512 * kK, 2);
+  }
+  return *f;
+}
+
+ThreadPool& pool(int n) {
+  static ThreadPool p1(1), p2(2);
+  return n == 1 ? p1 : p2;
+}
+
+void BM_Gemv(benchmark::State& state, DType t) {
+  const Fixture& f = fixture(t);
+  ThreadPool& p = pool(static_cast<int>(state.range(0)));
+  quant::MatmulScratch scratch;
+  std::vector<float> y(kN);
+  for (auto _ : state) {
+    quant::matmul(f.w, f.x.data(), 1, y.data(), p, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(f.weights.size()));
+}
+
+void BM_Gemm(benchmark::State& state, DType t) {
+  const Fixture& f = fixture(t);
+  ThreadPool& p = pool(static_cast<int>(state.range(0)));
+  const int64_t m = state.range(1);
+  quant::MatmulScratch scratch;
+  std::vector<float> y(static_cast<size_t>(m * kN));
+  for (auto _ : state) {
+    quant::matmul(f.w, f.x.data(), m, y.data(), p, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * static_cast<double>(m * kN * kK) * state.iterations(),
+                                                benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+void BM_QuantizeActivations(benchmark::State& state, DType t) {
+  const Fixture& f = fixture(t);
+  const minfer::kernels::TypeKernels& tk = minfer::kernels::cpu_kernels().of(t);
+  std::vector<uint8_t> out(*minfer::row_bytes(tk.vec_dot_type, kK) * 512);
+  for (auto _ : state) {
+    for (int i = 0; i < 512; ++i) tk.from_float(f.x.data() + i * kK, out.data() + i * (out.size() / 512), kK);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 512 * kK * 4);
+}
+
+// Memory-bandwidth probe: sums a 512 MiB buffer (read-only streaming, like GEMV) with n threads.
+void BM_MemoryBandwidth(benchmark::State& state) {
+  static std::vector<uint64_t> buf(64ull << 20, 1);
+  ThreadPool& p = pool(static_cast<int>(state.range(0)));
+  for (auto _ : state) {
+    uint64_t sums[2] = {0, 0};
+    p.run([&](int ith, int nth) {
+      const size_t n = buf.size() / static_cast<size_t>(nth);
+      const uint64_t* b = buf.data() + n * static_cast<size_t>(ith);
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (size_t i = 0; i < n; i += 4) {
+        s0 += b[i];
+        s1 += b[i + 1];
+        s2 += b[i + 2];
+        s3 += b[i + 3];
+      }
+      sums[ith] = s0 + s1 + s2 + s3;
+    });
+    benchmark::DoNotOptimize(sums);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(buf.size() * 8));
+}
+
+// int8 peak: multiply-adds per second in registers (2 ops per int8 product), one thread.
+void BM_Int8Peak(benchmark::State& state) {
+  const bool vnni = state.range(0) == 1;
+  if (vnni && !minfer::kernels::isa_available(minfer::kernels::Isa::kAvx512)) {
+    state.SkipWithError("no AVX-512 VNNI");
+    return;
+  }
+  if (!minfer::kernels::isa_available(minfer::kernels::Isa::kAvx2)) {
+    state.SkipWithError("no AVX2");
+    return;
+  }
+  constexpr int64_t kIters = 1 << 20;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(vnni ? minfer::bench::int8_peak_avx512_vnni(kIters) : minfer::bench::int8_peak_avx2(kIters));
+  }
+  const double ops_per_iter = vnni ? 12.0 * 64 * 2 : 8.0 * 32 * 2;
+  state.counters["GOPS"] = benchmark::Counter(ops_per_iter * kIters * state.iterations(), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
+}
+
+void register_all() {
+  const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                         DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  for (DType t : types) {
+    const std::string name(minfer::dtype_name(t));
+    benchmark::RegisterBenchmark(("gemv/" + name).c_str(), BM_Gemv, t)->Arg(1)->Arg(2)->UseRealTime();
+    benchmark::RegisterBenchmark(("gemm/" + name).c_str(), BM_Gemm, t)
+        ->Args({1, 128})
+        ->Args({2, 128})
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("quantize_act/" + name).c_str(), BM_QuantizeActivations, t);
+  }
+  benchmark::RegisterBenchmark("probe/memory_bandwidth", BM_MemoryBandwidth)->Arg(1)->Arg(2)->UseRealTime();
+  benchmark::RegisterBenchmark("probe/int8_peak_avx2", BM_Int8Peak)->Arg(0);
+  benchmark::RegisterBenchmark("probe/int8_peak_avx512_vnni", BM_Int8Peak)->Arg(1);
+}
+
+const bool kRegistered = (register_all(), true);
+
+}  // namespace

@@ -1,0 +1,87 @@
+// Elementwise CPU ops: add, mul (with row broadcast), silu, swiglu, row gathers and RMS norm.
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/ops/ops.h"
+#include "quant/quant.h"
+
+namespace minfer::backend::cpu {
+namespace {
+
+// ggml's silu: x / (1 + exp(-x)) in f32.
+inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
+
+template <typename Op>
+void binary(const float* a, const float* b, int64_t d, int64_t rows, bool broadcast, float* y, ThreadPool& pool,
+            Op op) {
+  pool.run([&](int ith, int nth) {
+    int64_t r0, r1;
+    split_range(rows, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* ar = a + r * d;
+      const float* br = broadcast ? b : b + r * d;
+      float* yr = y + r * d;
+      for (int64_t i = 0; i < d; ++i) yr[i] = op(ar[i], br[i]);
+    }
+  });
+}
+
+}  // namespace
+
+void add(const float* a, const float* b, int64_t d, int64_t rows, bool broadcast, float* y, ThreadPool& pool) {
+  binary(a, b, d, rows, broadcast, y, pool, [](float p, float q) { return p + q; });
+}
+
+void mul(const float* a, const float* b, int64_t d, int64_t rows, bool broadcast, float* y, ThreadPool& pool) {
+  binary(a, b, d, rows, broadcast, y, pool, [](float p, float q) { return p * q; });
+}
+
+void silu(const float* x, int64_t n, float* y, ThreadPool& pool) {
+  pool.run([&](int ith, int nth) {
+    int64_t i0, i1;
+    split_range(n, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; ++i) y[i] = silu_f32(x[i]);
+  });
+}
+
+void swiglu(const float* g, const float* u, int64_t n, float* y, ThreadPool& pool) {
+  pool.run([&](int ith, int nth) {
+    int64_t i0, i1;
+    split_range(n, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; ++i) y[i] = silu_f32(g[i]) * u[i];
+  });
+}
+
+void rms_norm(const float* x, const float* w, int64_t d, int64_t rows, float eps, float* y, ThreadPool& pool) {
+  pool.run([&](int ith, int nth) {
+    int64_t r0, r1;
+    split_range(rows, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = x + r * d;
+      float* yr = y + r * d;
+      double sum = 0.0;  // ggml accumulates the sum of squares in double
+      for (int64_t i = 0; i < d; ++i) sum += static_cast<double>(xr[i] * xr[i]);
+      const float mean = static_cast<float>(sum / static_cast<double>(d));
+      const float scale = 1.0f / std::sqrt(mean + eps);
+      for (int64_t i = 0; i < d; ++i) yr[i] = (xr[i] * scale) * w[i];
+    }
+  });
+}
+
+void get_rows_f32(const float* src, int64_t d, const int32_t* ids, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * d, src + static_cast<int64_t>(ids[i]) * d, d * sizeof(float));
+}
+
+void get_rows_weight(const CpuWeight& w, const int32_t* ids, int64_t n, float* dst, ThreadPool& pool) {
+  const size_t row_bytes = *minfer::row_bytes(w.type, w.ne0);
+  pool.run([&](int ith, int nth) {
+    int64_t i0, i1;
+    split_range(n, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; ++i) {
+      const auto* row = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(ids[i]) * row_bytes;
+      quant::dequantize_row(w.type, row, dst + i * w.ne0, w.ne0);
+    }
+  });
+}
+
+}  // namespace minfer::backend::cpu

@@ -1,0 +1,48 @@
+// CPU op kernels over f32 activations (row-major, ne[0] contiguous). Each op validates nothing: the
+// backend checks shapes and types once at its boundary (cpu_backend.cpp) and then calls these.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/exec_context.h"
+#include "core/thread_pool.h"
+#include "quant/matmul.h"
+
+namespace minfer::backend::cpu {
+
+// A registered weight: the raw GGUF view (for get_rows) and its matmul-prepared form.
+struct CpuWeight {
+  DType type = DType::F32;
+  int64_t ne0 = 0;  // k (elements per row)
+  int64_t ne1 = 0;  // rows
+  const void* data = nullptr;
+  bool has_matmul = false;
+  quant::Weight prepared;
+};
+
+void get_rows_weight(const CpuWeight& w, const int32_t* ids, int64_t n, float* dst, ThreadPool& pool);
+void get_rows_f32(const float* src, int64_t d, const int32_t* ids, int64_t n, float* dst);
+void rms_norm(const float* x, const float* w, int64_t d, int64_t rows, float eps, float* y, ThreadPool& pool);
+void add(const float* a, const float* b, int64_t d, int64_t rows, bool broadcast, float* y, ThreadPool& pool);
+void mul(const float* a, const float* b, int64_t d, int64_t rows, bool broadcast, float* y, ThreadPool& pool);
+void silu(const float* x, int64_t n, float* y, ThreadPool& pool);
+void swiglu(const float* g, const float* u, int64_t n, float* y, ThreadPool& pool);
+inline constexpr int32_t kMaxRopeDims = 1024;
+// x: {head_dim, n_head, n_tokens}; rotates the first n_rot dims of each head in NEOX pairs (i, i + n_rot/2).
+void rope_neox(const float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, const int32_t* positions,
+               int32_t n_rot, float freq_base, float* y, ThreadPool& pool);
+// Writes K/V rows (n_tokens rows of kv.row_elems floats) into cells, converting to the cache type.
+void kv_store(const KvLayerView& kv, const float* k, const float* v, const int32_t* cells, int64_t n_tokens,
+              ThreadPool& pool);
+// q: {head_dim, n_head, n_tokens} -> out: {head_dim * n_head, n_tokens}.
+void attention(const KvLayerView& kv, const BatchView& batch, const float* q, int32_t n_head, int32_t n_head_kv,
+               int32_t head_dim, float scale, float* out, ThreadPool& pool);
+
+// Splits [0, n) into nth nearly equal contiguous ranges; returns thread ith's range.
+inline void split_range(int64_t n, int ith, int nth, int64_t* begin, int64_t* end) {
+  const int64_t per = (n + nth - 1) / nth;
+  *begin = std::min<int64_t>(n, per * ith);
+  *end = std::min<int64_t>(n, *begin + per);
+}
+
+}  // namespace minfer::backend::cpu

@@ -1,0 +1,152 @@
+// `minfer bench <model> [-p 512] [-n 128] [-d 0] [-r 3] [-t N] [-b N] [-o md|csv|json]`: llama-bench
+// semantics and field names, so scripts written for llama-bench read minfer's output.
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_app.h"
+#include "engine/bench.h"
+#include "kv/kv_cache.h"
+#include "quant/kernels/kernels.h"
+
+namespace minfer::cli {
+namespace {
+
+Result<std::vector<int32_t>> parse_list(const std::string& text, const char* flag) {
+  std::vector<int32_t> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const int v = std::stoi(item, &used);
+      if (used != item.size() || v < 0) throw std::invalid_argument(item);
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return invalid_argument("{}: '{}' is not a non-negative integer list", flag, text);
+    }
+  }
+  return out;
+}
+
+std::string model_type(const engine::Engine& e) {
+  const auto& hp = e.hparams();
+  uint64_t params = 0;
+  for (const auto& w : e.model().weights()) params += static_cast<uint64_t>(w.ne[0] * w.ne[1] * w.ne[2] * w.ne[3]);
+  std::string ftype = "?";  // the type of the FFN weights names the file's quantization, as llama-bench's does
+  for (const auto& w : e.model().weights()) {
+    if (w.name.find("ffn_up") != std::string::npos) {
+      ftype = std::string(dtype_name(w.type));
+      break;
+    }
+  }
+  return fmt::format("{} {:.2f}B {}", hp.arch, static_cast<double>(params) / 1e9, ftype);
+}
+
+}  // namespace
+
+int bench_command(const Args& argv) {
+  CLI::App app("Measure prompt processing (pp) and generation (tg) speed, llama-bench style.", "minfer bench");
+  std::string model, p_list = "512", n_list = "128", d_list = "0", output = "md", cache = "f16";
+  int reps = 3, threads = 0, batch = 512, n_ctx = 0;
+  app.add_option("model", model, "GGUF model")->required();
+  app.add_option("-p,--n-prompt", p_list, "prompt sizes, comma separated (0: none)")->capture_default_str();
+  app.add_option("-n,--n-gen", n_list, "generation lengths, comma separated (0: none)")->capture_default_str();
+  app.add_option("-d,--depth", d_list, "tokens already in the cache, comma separated")->capture_default_str();
+  app.add_option("-r,--repetitions", reps, "timed repetitions per test")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("-t,--threads", threads, "threads (0: one per core)")->capture_default_str()->check(CLI::Range(0, 1024));
+  app.add_option("-b,--batch-size", batch, "micro-batch size")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  app.add_option("-c,--n-ctx", n_ctx, "context size (0: enough for the largest test)")->check(CLI::Range(0, 1 << 24));
+  app.add_option("--cache-type", cache, "KV cache type: f32, f16, q8_0")->capture_default_str();
+  app.add_option("-o,--output", output, "md, csv or json")->check(CLI::IsMember({"md", "csv", "json"}))->capture_default_str();
+  if (int code = parse_args(app, argv); code >= 0) return code;
+
+  auto pp = parse_list(p_list, "-p");
+  auto tg = parse_list(n_list, "-n");
+  auto depths = parse_list(d_list, "-d");
+  if (!pp.ok()) return fail(pp.status());
+  if (!tg.ok()) return fail(tg.status());
+  if (!depths.ok()) return fail(depths.status());
+  std::vector<engine::BenchTest> tests;
+  int32_t need = 1;
+  for (int32_t d : *depths) {
+    for (int32_t p : *pp) {
+      if (p > 0) tests.push_back({p, 0, d});
+      need = std::max(need, d + p);
+    }
+    for (int32_t n : *tg) {
+      if (n > 0) tests.push_back({0, n, d});
+      need = std::max(need, d + n);
+    }
+  }
+  if (tests.empty()) return fail(invalid_argument("no tests: every -p and -n is 0"));
+  auto kv_type = dtype_from_name(cache);
+  if (!kv_type) return fail(invalid_argument("unknown --cache-type '{}'", cache));
+  if (Status st = kv::check_cache_type(*kv_type); !st.ok()) return fail(st);
+
+  engine::EngineOptions options;
+  options.n_ctx = n_ctx > 0 ? n_ctx : need;
+  options.n_threads = threads;
+  options.n_batch = batch;
+  options.cache_type = *kv_type;
+  auto loaded = engine::Engine::load(model, options);
+  if (!loaded.ok()) return fail(loaded.status());
+  engine::Engine& e = **loaded;
+
+  uint64_t size = 0, params = 0;
+  for (const auto& w : e.model().weights()) {
+    size += w.n_bytes;
+    params += static_cast<uint64_t>(w.ne[0] * w.ne[1] * w.ne[2] * w.ne[3]);
+  }
+  const std::string isa(kernels::isa_name(kernels::detected_isa()));
+  const std::string type = model_type(e);
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  if (output == "md") {
+    fmt::print("| model | size | params | backend | isa | threads | cache | test | t/s |\n");
+    fmt::print("| --- | ---: | ---: | --- | --- | ---: | --- | ---: | ---: |\n");
+  } else if (output == "csv") {
+    fmt::print("model_type,model_size,model_n_params,backend,isa,n_threads,type_k,n_prompt,n_gen,n_depth,avg_ts,stddev_ts\n");
+  }
+  for (const engine::BenchTest& test : tests) {
+    auto r = engine::run_bench(e, test, reps);
+    if (!r.ok()) return fail(r.status());
+    if (output == "md") {
+      fmt::print("| {} | {:.2f} MiB | {:.2f} M | CPU | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", type,
+                 static_cast<double>(size) / (1024.0 * 1024.0), static_cast<double>(params) / 1e6, isa, e.n_threads(),
+                 cache, test.name(), r->avg_ts(), r->stddev_ts());
+    } else if (output == "csv") {
+      fmt::print("\"{}\",{},{},CPU,{},{},{},{},{},{},{:.4f},{:.4f}\n", type, size, params, isa, e.n_threads(), cache,
+                 test.n_prompt, test.n_gen, test.depth, r->avg_ts(), r->stddev_ts());
+    } else {
+      std::vector<uint64_t> samples_ns;
+      double avg_ns = 0;
+      for (double s : r->seconds) {
+        samples_ns.push_back(static_cast<uint64_t>(s * 1e9));
+        avg_ns += s * 1e9 / static_cast<double>(r->seconds.size());
+      }
+      rows.push_back({{"model_filename", model},
+                      {"model_type", type},
+                      {"model_size", size},
+                      {"model_n_params", params},
+                      {"backends", "CPU"},
+                      {"isa", isa},
+                      {"n_batch", batch},
+                      {"n_threads", e.n_threads()},
+                      {"type_k", cache},
+                      {"type_v", cache},
+                      {"n_prompt", test.n_prompt},
+                      {"n_gen", test.n_gen},
+                      {"n_depth", test.depth},
+                      {"avg_ns", static_cast<uint64_t>(avg_ns)},
+                      {"avg_ts", r->avg_ts()},
+                      {"stddev_ts", r->stddev_ts()},
+                      {"samples_ns", samples_ns},
+                      {"samples_ts", r->samples_ts()}});
+    }
+  }
+  if (output == "json") fmt::print("{}\n", rows.dump(2));
+  return 0;
+}
+
+}  // namespace minfer::cli

@@ -1,0 +1,211 @@
+// `minfer <model> [prompt] [options]` (also `minfer run ...`): load a model, apply its chat template,
+// generate, stream the text. `-o json` prints ids, text, stop reason and timings instead.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
+#include "cli/cli_app.h"
+#include "cli/sampling_options.h"
+#include "engine/generate.h"
+#include "graph/export.h"
+#include "kv/kv_cache.h"
+#include "tools/model_info.h"
+
+namespace minfer::cli {
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::string prompt;
+  bool prompt_given = false;
+  std::string system;
+  bool no_template = false;
+  std::string chat_template_file;
+  std::vector<std::string> stop;
+  int32_t n_predict = 512;
+  int32_t n_ctx = 4096;
+  int32_t threads = 0;
+  int32_t batch = 512;
+  std::string cache_type;
+  bool meta = false;
+  std::string dump_graph;
+  std::string dump_graph_json;
+  std::string output = "text";
+};
+
+Result<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("cannot read '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string token_text_or_empty(const tokenizer::Tokenizer& tok, int32_t id) {
+  return id >= 0 && id < tok.n_vocab() ? std::string(tok.token_text(id)) : std::string();
+}
+
+// The prompt as the model sees it: the chat template applied to [system?, user], or the raw text.
+Result<std::string> build_prompt(const RunArgs& args, engine::Engine& engine) {
+  if (args.no_template) return args.prompt;
+  std::string source;
+  if (!args.chat_template_file.empty()) {
+    MINFER_ASSIGN_OR_RETURN(source, read_text_file(args.chat_template_file));
+  } else if (engine.file().metadata().contains("tokenizer.chat_template")) {
+    MINFER_ASSIGN_OR_RETURN(source, engine.file().metadata().get_string("tokenizer.chat_template"));
+  }
+  chat::ChatTemplate tmpl = chat::ChatTemplate::chatml();
+  if (source.empty()) {
+    fmt::print(stderr, "minfer: the model has no chat template; using generic ChatML\n");
+  } else {
+    auto parsed = chat::ChatTemplate::parse(source);
+    if (!parsed.ok()) return parsed.status().with_context("chat template: ");
+    tmpl = std::move(*parsed);
+  }
+  chat::ChatInputs inputs;
+  if (!args.system.empty()) inputs.messages.push_back({{"role", "system"}, {"content", args.system}});
+  inputs.messages.push_back({{"role", "user"}, {"content", args.prompt}});
+  inputs.add_generation_prompt = true;
+  const tokenizer::Tokenizer& tok = engine.tokenizer();
+  inputs.extra["bos_token"] = token_text_or_empty(tok, tok.bos());
+  inputs.extra["eos_token"] = token_text_or_empty(tok, tok.eos());
+  auto rendered = tmpl.render(inputs);
+  if (!rendered.ok()) return rendered.status().with_context("chat template: ");
+  return *rendered;
+}
+
+Status dump_graph(const RunArgs& args, engine::Engine& engine, int32_t n_prompt) {
+  graph::GraphParams params{std::min(n_prompt, engine.options().n_batch), 1};
+  MINFER_ASSIGN_OR_RETURN(const sched::Plan* plan, engine.plan_for(params));
+  const auto names = engine.backend_names();
+  if (!args.dump_graph.empty()) {
+    std::ofstream out(args.dump_graph);
+    out << graph::to_dot(plan->graph, names);
+    if (!out) return io_error("cannot write '{}'", args.dump_graph);
+    fmt::print("Graph DOT exported to {} ({} nodes)\n", args.dump_graph, plan->graph.size());
+  }
+  if (!args.dump_graph_json.empty()) {
+    std::ofstream out(args.dump_graph_json);
+    auto j = graph::to_json(plan->graph, names);
+    j["phase"] = params.n_tokens == 1 ? "decode" : "prefill";
+    j["n_tokens"] = params.n_tokens;
+    out << j.dump(1);
+    if (!out) return io_error("cannot write '{}'", args.dump_graph_json);
+    fmt::print("Graph JSON exported to {} ({} nodes, {})\n", args.dump_graph_json, plan->graph.size(),
+               j["phase"].get<std::string>());
+  }
+  return {};
+}
+
+}  // namespace
+
+int run_command(const Args& argv) {
+  CLI::App app("Generate text with a Qwen-family GGUF model.", "minfer");
+  RunArgs args;
+  sampling::SamplerConfig sampling;
+  app.add_option("model", args.model, "GGUF model file (any part of a split model)")->required();
+  app.add_option("prompt", args.prompt, "prompt text (read from stdin when omitted)");
+  app.add_option("-n,--n-predict", args.n_predict, "tokens to generate (-1: until end of generation)")
+      ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
+  app.add_option("-c,--n-ctx", args.n_ctx, "context size in tokens (clamped to the model's)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  app.add_option("-t,--threads", args.threads, "threads (0: one per core)")->capture_default_str()->check(CLI::Range(0, 1024));
+  app.add_option("-b,--batch-size", args.batch, "prompt tokens per forward pass")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  app.add_option("--stop", args.stop, "stop string (repeatable; never printed)");
+  app.add_option("--system", args.system, "system prompt");
+  app.add_flag("--no-template", args.no_template, "send the prompt as is, without the chat template");
+  app.add_option("--chat-template", args.chat_template_file, "Jinja chat template file overriding the model's");
+  app.add_option("--cache-type", args.cache_type, "KV cache type: f32, f16 (default) or q8_0 (env MINFER_CACHE_TYPE)");
+  app.add_flag("--meta", args.meta, "print the model's metadata before generating");
+  app.add_option("--dump-graph", args.dump_graph, "write the prefill graph as Graphviz DOT and exit");
+  app.add_option("--dump-graph-json", args.dump_graph_json, "write the prefill graph as JSON and exit");
+  app.add_option("-o,--output", args.output, "text (stream) or json")->check(CLI::IsMember({"text", "json"}));
+  add_sampling_options(app, sampling);
+  if (int code = parse_args(app, argv); code >= 0) return code;
+  args.prompt_given = app.count("prompt") > 0;
+
+  engine::EngineOptions options;
+  options.n_ctx = args.n_ctx;
+  options.n_threads = args.threads;
+  options.n_batch = args.batch;
+  std::string cache_type = args.cache_type;
+  if (cache_type.empty()) {
+    const char* env = std::getenv("MINFER_CACHE_TYPE");
+    cache_type = env != nullptr ? env : "f16";
+  }
+  auto kv_type = dtype_from_name(cache_type);
+  if (!kv_type) return fail(invalid_argument("unknown --cache-type '{}' (use f32, f16 or q8_0)", cache_type));
+  if (Status st = kv::check_cache_type(*kv_type); !st.ok()) return fail(st);
+  options.cache_type = *kv_type;
+
+  if (!args.prompt_given) {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    args.prompt = ss.str();
+  }
+
+  auto loaded = engine::Engine::load(args.model, options);
+  if (!loaded.ok()) return fail(loaded.status());
+  engine::Engine& engine = **loaded;
+  if (Status st = sampling.validate(engine.n_vocab()); !st.ok()) return fail(st);
+  if (args.meta) {
+    tools::InfoOptions info;
+    info.show_tensors = false;
+    fmt::print(stderr, "{}\n", tools::info_text(engine.file(), info));
+  }
+
+  auto prompt_text = build_prompt(args, engine);
+  if (!prompt_text.ok()) return fail(prompt_text.status());
+  std::vector<int32_t> ids = engine.tokenizer().encode(*prompt_text, /*parse_special=*/true);
+  if (engine.tokenizer().add_bos() && engine.tokenizer().bos() >= 0) ids.insert(ids.begin(), engine.tokenizer().bos());
+  if (ids.empty()) return fail(invalid_argument("the prompt is empty"));
+
+  if (!args.dump_graph.empty() || !args.dump_graph_json.empty()) {
+    Status st = dump_graph(args, engine, static_cast<int32_t>(ids.size()));
+    return st.ok() ? 0 : fail(st);
+  }
+
+  engine::GenerateOptions gen;
+  gen.n_predict = args.n_predict;
+  gen.stop = args.stop;
+  gen.sampling = sampling;
+  const bool stream = args.output == "text";
+  auto result = engine::generate(engine, ids, gen, [&](std::string_view text) {
+    if (stream) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    }
+  });
+  if (!result.ok()) return fail(result.status());
+  const engine::Timings& t = result->timings;
+  if (stream) {
+    fmt::print("\n");
+    if (result->stop_reason == "grammar") fmt::print(stderr, "minfer: stopped: the grammar allows no further token\n");
+    fmt::print(stderr, "\nprompt:    {} tokens, {:.1f} ms, {:.2f} tok/s\n", t.n_prompt, t.prompt_ms, t.prompt_tps());
+    fmt::print(stderr, "generated: {} tokens, {:.1f} ms, {:.2f} tok/s ({})\n", t.n_generated, t.generate_ms,
+               t.generate_tps(), result->stop_reason);
+    fmt::print(stderr, "total:     {:.1f} ms\n", t.prompt_ms + t.generate_ms);
+  } else {
+    nlohmann::ordered_json j = {
+        {"prompt_ids", result->prompt_ids},
+        {"generated_ids", result->generated_ids},
+        {"text", result->text},
+        {"stop_reason", result->stop_reason},
+        {"timings",
+         {{"n_prompt", t.n_prompt},
+          {"prompt_ms", t.prompt_ms},
+          {"prompt_tps", t.prompt_tps()},
+          {"n_generated", t.n_generated},
+          {"generate_ms", t.generate_ms},
+          {"generate_tps", t.generate_tps()}}}};
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+  }
+  return 0;
+}
+
+}  // namespace minfer::cli

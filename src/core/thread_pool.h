@@ -1,0 +1,51 @@
+// A persistent thread pool for data-parallel kernels: n-1 workers plus the calling thread run one
+// function together and the call returns when all are done. No allocation or thread creation per call.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace minfer {
+
+// Usage:
+//   ThreadPool pool(4);
+//   pool.run([&](int ith, int nth) { for (int64_t r = ith; r < n; r += nth) work(r); });
+// Workers spin briefly after each job (so back-to-back ops start fast), then sleep on a futex.
+// run() is not reentrant and must be called from one thread at a time.
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int n_threads() const { return n_threads_; }
+
+  // Runs fn(ith, nth) on every thread (the caller is ith 0) and returns when all are done.
+  template <typename F>
+  void run(F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    run_impl([](void* ctx, int ith, int nth) { (*static_cast<Fn*>(ctx))(ith, nth); },
+             const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+
+ private:
+  using Task = void (*)(void* ctx, int ith, int nth);
+  void run_impl(Task task, void* ctx);
+  void worker_loop(int ith);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  Task task_ = nullptr;
+  void* ctx_ = nullptr;
+  alignas(64) std::atomic<uint32_t> generation_{0};  // bumped once per job; workers wait on it
+  alignas(64) std::atomic<int> pending_{0};          // workers still running the current job
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace minfer

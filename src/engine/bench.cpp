@@ -1,0 +1,98 @@
+#include "engine/bench.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "core/rng.h"
+
+namespace minfer::engine {
+namespace {
+
+std::vector<int32_t> bench_tokens(int32_t n, int32_t n_vocab, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng.below(static_cast<uint64_t>(n_vocab)));
+  return ids;
+}
+
+// Prefills `ids` at positions [start, start + n) in chunks of n_batch with logits for each chunk's last token.
+Status prefill(Engine& engine, const std::vector<int32_t>& ids, int32_t start) {
+  const auto step = static_cast<size_t>(engine.options().n_batch);
+  for (size_t begin = 0; begin < ids.size(); begin += step) {
+    const size_t end = std::min(ids.size(), begin + step);
+    Batch b;
+    for (size_t i = begin; i < end; ++i) b.add(ids[i], start + static_cast<int32_t>(i), 0, i + 1 == end);
+    MINFER_RETURN_IF_ERROR(engine.decode(b).status());
+  }
+  return {};
+}
+
+Result<double> run_once(Engine& engine, const BenchTest& test) {
+  engine.kv().clear();
+  const int32_t nv = engine.tokenizer().n_vocab();
+  if (test.depth > 0) MINFER_RETURN_IF_ERROR(prefill(engine, bench_tokens(test.depth, nv, 1), 0));
+  const auto t0 = std::chrono::steady_clock::now();
+  if (test.n_prompt > 0) {
+    MINFER_RETURN_IF_ERROR(prefill(engine, bench_tokens(test.n_prompt, nv, 2), test.depth));
+  } else {
+    const std::vector<int32_t> ids = bench_tokens(test.n_gen, nv, 3);
+    Batch b;
+    for (int32_t i = 0; i < test.n_gen; ++i) {
+      b.clear();
+      b.add(ids[static_cast<size_t>(i)], test.depth + i, 0, true);
+      MINFER_RETURN_IF_ERROR(engine.decode(b).status());
+    }
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::string BenchTest::name() const {
+  std::string n = n_prompt > 0 ? "pp" + std::to_string(n_prompt) : "tg" + std::to_string(n_gen);
+  if (depth > 0) n += " @ d" + std::to_string(depth);
+  return n;
+}
+
+double BenchResult::avg_ts() const {
+  const auto s = samples_ts();
+  double sum = 0;
+  for (double v : s) sum += v;
+  return s.empty() ? 0.0 : sum / static_cast<double>(s.size());
+}
+
+double BenchResult::stddev_ts() const {
+  const auto s = samples_ts();
+  if (s.size() < 2) return 0.0;
+  const double mean = avg_ts();
+  double acc = 0;
+  for (double v : s) acc += (v - mean) * (v - mean);
+  return std::sqrt(acc / static_cast<double>(s.size() - 1));
+}
+
+std::vector<double> BenchResult::samples_ts() const {
+  const double n = test.n_prompt > 0 ? test.n_prompt : test.n_gen;
+  std::vector<double> out;
+  for (double sec : seconds) out.push_back(sec > 0 ? n / sec : 0.0);
+  return out;
+}
+
+Result<BenchResult> run_bench(Engine& engine, const BenchTest& test, int reps) {
+  if ((test.n_prompt > 0) == (test.n_gen > 0)) return invalid_argument("bench: a test is either pp or tg");
+  const int64_t need = static_cast<int64_t>(test.depth) + test.n_prompt + test.n_gen;
+  if (need > engine.n_ctx()) {
+    return invalid_argument("bench: {} needs {} cells but the context holds {} (raise --n-ctx)", test.name(), need,
+                            engine.n_ctx());
+  }
+  BenchResult result;
+  result.test = test;
+  MINFER_RETURN_IF_ERROR(run_once(engine, test).status());  // warm-up: builds and allocates the plans
+  for (int r = 0; r < reps; ++r) {
+    MINFER_ASSIGN_OR_RETURN(double sec, run_once(engine, test));
+    result.seconds.push_back(sec);
+  }
+  engine.kv().clear();
+  return result;
+}
+
+}  // namespace minfer::engine

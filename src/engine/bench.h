@@ -1,0 +1,31 @@
+// llama-bench-style measurements on an Engine: pp<P> (prompt processing from an empty cache) and
+// tg<T> (token-by-token generation), optionally after a prefilled depth, with warm-up and repetitions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace minfer::engine {
+
+struct BenchTest {
+  int32_t n_prompt = 0;  // pp test when > 0
+  int32_t n_gen = 0;     // tg test when > 0
+  int32_t depth = 0;     // tokens already in the cache before the timed part
+  std::string name() const;  // "pp512", "tg128", "pp512 @ d2048"
+};
+
+struct BenchResult {
+  BenchTest test;
+  std::vector<double> seconds;  // one per repetition
+  double avg_ts() const;        // mean tokens per second
+  double stddev_ts() const;     // sample standard deviation of tokens per second
+  std::vector<double> samples_ts() const;
+};
+
+// Runs one untimed warm-up, then `reps` timed repetitions, each from an empty cache (the model is not
+// reloaded). Token ids are fixed pseudo-random ids, as llama-bench uses.
+Result<BenchResult> run_bench(Engine& engine, const BenchTest& test, int reps);
+
+}  // namespace minfer::engine

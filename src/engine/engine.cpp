@@ -1,0 +1,129 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "core/log.h"
+
+namespace minfer::engine {
+
+Result<std::unique_ptr<Engine>> Engine::load(const std::string& path, const EngineOptions& options) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->options_ = options;
+  MINFER_ASSIGN_OR_RETURN(e->file_, gguf::File::open(path));
+  MINFER_ASSIGN_OR_RETURN(e->model_, models::load_model(e->file_));
+  MINFER_ASSIGN_OR_RETURN(e->tokenizer_, tokenizer::Tokenizer::from_gguf(e->file_.metadata()));
+  const models::HParams& hp = e->model_->hparams();
+  if (e->tokenizer_->n_vocab() > hp.n_vocab) {
+    return invalid_argument("model: tokenizer has {} tokens but token_embd has {} rows", e->tokenizer_->n_vocab(),
+                            hp.n_vocab);
+  }
+  if (options.n_ctx <= 0) return invalid_argument("n_ctx must be positive (got {})", options.n_ctx);
+  if (options.n_batch <= 0) return invalid_argument("batch size must be positive (got {})", options.n_batch);
+  e->options_.n_ctx = std::min(options.n_ctx, hp.n_ctx_train);
+  int32_t threads = options.n_threads;
+  if (threads <= 0) threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  e->pool_ = std::make_unique<ThreadPool>(threads);
+  e->cpu_ = std::make_unique<backend::CpuBackend>();
+  for (const backend::WeightSource& w : e->model_->weights()) {
+    MINFER_RETURN_IF_ERROR(e->cpu_->register_weight(w));
+  }
+  e->scheduler_ = std::make_unique<sched::Scheduler>(std::vector<backend::Backend*>{e->cpu_.get()}, e->pool_.get());
+  // Attention reads each head's K segment in the cache's blocks, so a head must hold whole blocks.
+  const int64_t block = traits(options.cache_type).block_size;
+  if (hp.head_dim % block != 0) {
+    return unsupported("KV cache type {} needs a head dimension that is a multiple of {} (this model's is {})",
+                       dtype_name(options.cache_type), block, hp.head_dim);
+  }
+  kv::KvConfig kvc;
+  kvc.n_layer = hp.n_layer;
+  kvc.n_cells = e->options_.n_ctx;
+  kvc.row_elems = hp.n_embd_kv();
+  kvc.type = options.cache_type;
+  MINFER_ASSIGN_OR_RETURN(e->kv_, kv::KvCache::create(kvc, *e->cpu_));
+  return e;
+}
+
+std::shared_ptr<const sampling::VocabView> Engine::sampling_vocab() {
+  if (!sampling_vocab_) {
+    auto view = std::make_shared<sampling::VocabView>();
+    const tokenizer::Tokenizer& tok = *tokenizer_;
+    view->token_bytes.resize(static_cast<size_t>(n_vocab()));  // rows past the tokenizer stay empty
+    for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+      if (!tok.is_control(id)) view->token_bytes[static_cast<size_t>(id)] = tok.token_bytes(id);
+    }
+    view->eog_ids = tok.eog_ids();
+    const tokenizer::Tokenizer* tp = &tok;
+    view->tokenize = [tp](std::string_view text) { return tp->encode(text, /*parse_special=*/false); };
+    sampling_vocab_ = std::move(view);
+  }
+  return sampling_vocab_;
+}
+
+Result<const sched::Plan*> Engine::plan_for(const graph::GraphParams& params) {
+  MINFER_ASSIGN_OR_RETURN(sched::Plan * plan, scheduler_->plan(params, [&](const graph::GraphParams& p) {
+    return model_->build_graph(p);
+  }));
+  return plan;
+}
+
+Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, std::vector<float>* out) {
+  const auto n = static_cast<int32_t>(end - begin);
+  std::span<const int32_t> tokens(batch.tokens.data() + begin, end - begin);
+  std::span<const int32_t> positions(batch.positions.data() + begin, end - begin);
+  std::span<const kv::SeqId> seqs(batch.seqs.data() + begin, end - begin);
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= n_vocab()) return invalid_argument("token id {} outside the vocabulary [0, {})", t, n_vocab());
+  }
+  out_rows_.clear();
+  for (int32_t i = 0; i < n; ++i) {
+    if (batch.logits[begin + static_cast<size_t>(i)]) out_rows_.push_back(i);
+  }
+  if (out_rows_.empty()) out_rows_.push_back(n - 1);  // the graph always ends in logits; they are dropped
+  const bool wanted = std::any_of(batch.logits.begin() + static_cast<std::ptrdiff_t>(begin),
+                                  batch.logits.begin() + static_cast<std::ptrdiff_t>(end), [](uint8_t f) { return f; });
+
+  MINFER_ASSIGN_OR_RETURN(std::vector<int32_t> cells, kv_->allocate(seqs, positions));
+  kv_->attention_windows(seqs, positions, &window_offsets_, &window_cells_);
+  graph::GraphParams params{n, static_cast<int32_t>(out_rows_.size())};
+  auto plan = scheduler_->plan(params, [&](const graph::GraphParams& p) { return model_->build_graph(p); });
+  Status st = plan.status();
+  if (st.ok()) {
+    backend::BatchView view;
+    view.tokens = tokens;
+    view.positions = positions;
+    view.output_rows = out_rows_;
+    view.store_cells = cells;
+    view.window_offsets = window_offsets_;
+    view.window_cells = window_cells_;
+    st = scheduler_->execute(**plan, view, kv_->views());
+  }
+  if (!st.ok()) {  // give the cells back: a failed batch leaves the cache as it was
+    for (size_t i = 0; i < seqs.size(); ++i) kv_->seq_rm(seqs[i], positions[i], positions[i] + 1);
+    return st;
+  }
+  if (wanted) {
+    const float* logits = scheduler_->output_data(**plan, 0);
+    out->insert(out->end(), logits, logits + out_rows_.size() * static_cast<size_t>(n_vocab()));
+  }
+  return {};
+}
+
+Result<std::vector<float>> Engine::decode(const Batch& batch) {
+  if (batch.size() == 0) return invalid_argument("decode: empty batch");
+  if (batch.positions.size() != batch.size() || batch.seqs.size() != batch.size() || batch.logits.size() != batch.size()) {
+    return invalid_argument("decode: batch arrays have different lengths");
+  }
+  std::vector<float> out;
+  const auto step = static_cast<size_t>(options_.n_batch);
+  for (size_t begin = 0; begin < batch.size(); begin += step) {
+    Status st = decode_ubatch(batch, begin, std::min(batch.size(), begin + step), &out);
+    if (!st.ok()) {  // undo the micro-batches already stored, so a failed decode changes nothing
+      for (size_t i = 0; i < begin; ++i) kv_->seq_rm(batch.seqs[i], batch.positions[i], batch.positions[i] + 1);
+      return st;
+    }
+  }
+  return out;
+}
+
+}  // namespace minfer::engine

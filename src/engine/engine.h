@@ -1,0 +1,94 @@
+// The engine: a loaded model (mmap'd GGUF, tokenizer, architecture), its backends, the scheduler with
+// cached plans, and the multi-sequence KV cache. decode() evaluates a batch of tokens of any sequences,
+// split into micro-batches of at most n_batch tokens, and returns the logits of the rows asked for.
+//
+//   auto engine = Engine::load("model.gguf", {.n_ctx = 4096});
+//   Batch batch;
+//   for (int i = 0; i < n; ++i) batch.add(ids[i], /*pos=*/i, /*seq=*/0, /*logits=*/i == n - 1);
+//   MINFER_ASSIGN_OR_RETURN(auto logits, (*engine)->decode(batch));   // [n_out][n_vocab]
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/thread_pool.h"
+#include "gguf/reader.h"
+#include "kv/kv_cache.h"
+#include "models/model.h"
+#include "sampling/vocab_view.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace minfer::engine {
+
+struct EngineOptions {
+  int32_t n_ctx = 4096;     // KV cells; clamped to the model's training context
+  int32_t n_threads = 0;    // 0: one per available core
+  int32_t n_batch = 512;    // largest micro-batch
+  DType cache_type = DType::F16;
+};
+
+// Tokens to evaluate: each with its position, sequence and whether its logits are wanted.
+struct Batch {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;
+  std::vector<kv::SeqId> seqs;
+  std::vector<uint8_t> logits;
+
+  void add(int32_t token, int32_t pos, kv::SeqId seq, bool want_logits) {
+    tokens.push_back(token);
+    positions.push_back(pos);
+    seqs.push_back(seq);
+    logits.push_back(want_logits ? 1 : 0);
+  }
+  size_t size() const { return tokens.size(); }
+  void clear() { *this = Batch(); }
+};
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> load(const std::string& path, const EngineOptions& options);
+
+  const models::HParams& hparams() const { return model_->hparams(); }
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  // The tokenizer as the sampler sees it (token bytes, EOG ids); built once, shared by every run.
+  std::shared_ptr<const sampling::VocabView> sampling_vocab();
+  const gguf::File& file() const { return file_; }
+  const models::Model& model() const { return *model_; }
+  kv::KvCache& kv() { return *kv_; }
+  const EngineOptions& options() const { return options_; }
+  int32_t n_ctx() const { return options_.n_ctx; }
+  int32_t n_vocab() const { return model_->hparams().n_vocab; }
+  int32_t n_threads() const { return pool_->n_threads(); }
+
+  // Evaluates `batch`; returns the logits rows (n_vocab floats each) of the tokens flagged for logits,
+  // in batch order. On error the KV cells the failed batch reserved are released again.
+  Result<std::vector<float>> decode(const Batch& batch);
+
+  // The plan for `params` (built, assigned, fused, allocated) — for --dump-graph and tests.
+  Result<const sched::Plan*> plan_for(const graph::GraphParams& params);
+  std::vector<std::string> backend_names() const { return scheduler_->backend_names(); }
+  int64_t n_graph_builds() const { return scheduler_->n_builds(); }
+
+ private:
+  Engine() = default;
+  Status decode_ubatch(const Batch& batch, size_t begin, size_t end, std::vector<float>* out);
+
+  EngineOptions options_;
+  gguf::File file_;
+  std::unique_ptr<models::Model> model_;
+  std::optional<tokenizer::Tokenizer> tokenizer_;
+  std::shared_ptr<const sampling::VocabView> sampling_vocab_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<backend::CpuBackend> cpu_;
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  std::unique_ptr<kv::KvCache> kv_;
+  // Reused per micro-batch so a decode step allocates nothing.
+  std::vector<int32_t> out_rows_, window_offsets_, window_cells_;
+};
+
+}  // namespace minfer::engine

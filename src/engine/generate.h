@@ -1,0 +1,60 @@
+// Single-sequence text generation on an Engine: prefill the prompt (in micro-batches), then decode one
+// token per step, sampling through one Sampler pipeline, streaming text through the stream decoder, and
+// stopping at end-of-generation tokens, stop strings (never emitted) or the token limit.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+#include "sampling/config.h"
+
+namespace minfer::engine {
+
+struct GenerateOptions {
+  int32_t n_predict = 512;  // -1: until end-of-generation or the context is full
+  std::vector<std::string> stop;
+  sampling::SamplerConfig sampling;
+  kv::SeqId seq = 0;
+};
+
+struct Timings {
+  int32_t n_prompt = 0;
+  int32_t n_generated = 0;
+  double prompt_ms = 0.0;    // prefill wall time
+  double generate_ms = 0.0;  // decode wall time (first sampled token to the last)
+  double prompt_tps() const { return prompt_ms > 0 ? 1000.0 * n_prompt / prompt_ms : 0.0; }
+  double generate_tps() const { return generate_ms > 0 ? 1000.0 * n_generated / generate_ms : 0.0; }
+};
+
+struct GenerateResult {
+  std::vector<int32_t> prompt_ids;
+  std::vector<int32_t> generated_ids;
+  std::string text;
+  std::string stop_reason;  // "eog", "stop", "length", "context", "grammar"
+  Timings timings;
+};
+
+// Generates after `prompt_ids` into sequence options.seq (which must be empty). `on_text` receives
+// complete UTF-8 text as it becomes final (stop-string prefixes are held back until resolved).
+Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt_ids, const GenerateOptions& options,
+                                const std::function<void(std::string_view)>& on_text = {});
+
+// Holds back text that might be the start of a stop string; emits the rest.
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  // Appends text; returns what is now safe to emit. Sets *stopped when a stop string completed (the stop
+  // string and anything after it are dropped).
+  std::string push(std::string_view text, bool* stopped);
+  // What was held back, released at the end of generation.
+  std::string flush();
+
+ private:
+  std::vector<std::string> stops_;
+  std::string pending_;
+};
+
+}  // namespace minfer::engine

@@ -1,0 +1,151 @@
+#include "graph/builder.h"
+
+#include <cmath>
+
+#include "core/check.h"
+
+namespace minfer::graph {
+namespace {
+
+int64_t rows(const Shape& ne) { return ne[1] * ne[2] * ne[3]; }
+
+}  // namespace
+
+NodeId GraphBuilder::append(Node node) {
+  for (NodeId s : node.src) MINFER_CHECK(s >= 0 && static_cast<size_t>(s) < graph_.size(), "bad source {}", s);
+  node.layer = layer_;
+  graph_.nodes.push_back(std::move(node));
+  return static_cast<NodeId>(graph_.size() - 1);
+}
+
+NodeId GraphBuilder::named(NodeId id, std::string name) {
+  graph_.node(id).name = std::move(name);
+  return id;
+}
+
+NodeId GraphBuilder::input(InputKind kind, int64_t n) {
+  Node node;
+  node.op = OpKind::kInput;
+  node.params.input = kind;
+  node.type = DType::I32;
+  node.ne = {n, 1, 1, 1};
+  node.name = kind == InputKind::kTokens ? "tokens" : kind == InputKind::kPositions ? "positions" : "output_rows";
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::weight(const std::string& name, DType type, Shape ne) {
+  Node node;
+  node.op = OpKind::kWeight;
+  node.type = type;
+  node.ne = ne;
+  node.name = name;
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::get_rows(NodeId table, NodeId ids) {
+  MINFER_CHECK(at(ids).type == DType::I32, "get_rows ids must be I32");
+  Node node;
+  node.op = OpKind::kGetRows;
+  node.src = {table, ids};
+  node.ne = {at(table).ne[0], at(ids).ne[0], 1, 1};
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::rms_norm(NodeId x, NodeId w, float eps) {
+  MINFER_CHECK(at(w).ne[0] == at(x).ne[0] && at(w).n_elements() == at(w).ne[0], "rms_norm weight shape mismatch");
+  Node node;
+  node.op = OpKind::kRmsNorm;
+  node.src = {x, w};
+  node.params.eps = eps;
+  node.ne = at(x).ne;
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::matmul(NodeId w, NodeId x) {
+  MINFER_CHECK(at(w).ne[0] == at(x).ne[0], "matmul: weight k {} != activation k {}", at(w).ne[0], at(x).ne[0]);
+  MINFER_CHECK(rows(at(w).ne) == at(w).ne[1], "matmul weight must be 2-D");
+  Node node;
+  node.op = OpKind::kMatMul;
+  node.src = {w, x};
+  node.ne = {at(w).ne[1], rows(at(x).ne), 1, 1};
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::add(NodeId a, NodeId b) {
+  MINFER_CHECK(at(a).ne[0] == at(b).ne[0] && (rows(at(b).ne) == 1 || rows(at(b).ne) == rows(at(a).ne)),
+               "add: shapes do not broadcast");
+  Node node;
+  node.op = OpKind::kAdd;
+  node.src = {a, b};
+  node.ne = at(a).ne;
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::mul(NodeId a, NodeId b) {
+  MINFER_CHECK(at(a).ne[0] == at(b).ne[0] && (rows(at(b).ne) == 1 || rows(at(b).ne) == rows(at(a).ne)),
+               "mul: shapes do not broadcast");
+  Node node;
+  node.op = OpKind::kMul;
+  node.src = {a, b};
+  node.ne = at(a).ne;
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::silu(NodeId x) {
+  Node node;
+  node.op = OpKind::kSilu;
+  node.src = {x};
+  node.ne = at(x).ne;
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::reshape(NodeId x, Shape ne) {
+  MINFER_CHECK(ne[0] * ne[1] * ne[2] * ne[3] == at(x).n_elements(), "reshape changes the element count");
+  Node node;
+  node.op = OpKind::kReshape;
+  node.src = {x};
+  node.ne = ne;
+  node.type = at(x).type;
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::rope(NodeId x, NodeId positions, int32_t n_rot, float freq_base) {
+  MINFER_CHECK(n_rot > 0 && n_rot % 2 == 0 && n_rot <= at(x).ne[0], "rope: bad n_rot {}", n_rot);
+  MINFER_CHECK(at(positions).ne[0] == at(x).ne[2], "rope: {} positions for {} tokens", at(positions).ne[0], at(x).ne[2]);
+  Node node;
+  node.op = OpKind::kRope;
+  node.src = {x, positions};
+  node.params.n_rot = n_rot;
+  node.params.rope_freq_base = freq_base;
+  node.ne = at(x).ne;
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::kv_store(int32_t layer, NodeId k, NodeId v) {
+  MINFER_CHECK(at(k).n_elements() == at(v).n_elements(), "kv_store: K and V sizes differ");
+  Node node;
+  node.op = OpKind::kKvStore;
+  node.src = {k, v};
+  node.params.layer = layer;
+  node.ne = {0, 1, 1, 1};  // no output data: the write goes to the persistent KV cells
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::attention(int32_t layer, NodeId q, NodeId store, int32_t n_head, int32_t n_head_kv,
+                               int32_t head_dim) {
+  MINFER_CHECK(at(store).op == OpKind::kKvStore && at(store).params.layer == layer, "attention must follow its kv_store");
+  MINFER_CHECK(n_head % n_head_kv == 0, "n_head {} not a multiple of n_head_kv {}", n_head, n_head_kv);
+  MINFER_CHECK(at(q).ne[0] == head_dim && at(q).ne[1] == n_head, "attention: q must be {{head_dim, n_head, n_tokens}}");
+  Node node;
+  node.op = OpKind::kAttention;
+  node.src = {q, store};
+  node.params.layer = layer;
+  node.params.n_head = n_head;
+  node.params.n_head_kv = n_head_kv;
+  node.params.head_dim = head_dim;
+  node.params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  node.ne = {static_cast<int64_t>(head_dim) * n_head, at(q).ne[2], 1, 1};
+  return append(std::move(node));
+}
+
+}  // namespace minfer::graph

@@ -1,0 +1,47 @@
+// GraphBuilder: the methods model files use to describe a forward pass (mirrors llama.cpp's
+// llm_graph_context). Every method appends one node after its sources and returns its id; shapes are
+// checked here, so a model that builds is a model whose graph is well-formed.
+//
+//   GraphBuilder b;
+//   NodeId tok = b.input(InputKind::kTokens, n_tokens);
+//   NodeId x = b.get_rows(b.weight("token_embd.weight", DType::Q8_0, {n_embd, n_vocab}), tok);
+#pragma once
+
+#include <string>
+
+#include "graph/ir.h"
+
+namespace minfer::graph {
+
+class GraphBuilder {
+ public:
+  NodeId input(InputKind kind, int64_t n);
+  NodeId weight(const std::string& name, DType type, Shape ne);
+  NodeId get_rows(NodeId table, NodeId ids);
+  NodeId rms_norm(NodeId x, NodeId w, float eps);
+  NodeId matmul(NodeId w, NodeId x);
+  NodeId add(NodeId a, NodeId b);
+  NodeId mul(NodeId a, NodeId b);
+  NodeId silu(NodeId x);
+  NodeId reshape(NodeId x, Shape ne);
+  NodeId rope(NodeId x, NodeId positions, int32_t n_rot, float freq_base);
+  NodeId kv_store(int32_t layer, NodeId k, NodeId v);
+  NodeId attention(int32_t layer, NodeId q, NodeId store, int32_t n_head, int32_t n_head_kv, int32_t head_dim);
+  void output(NodeId id) { graph_.outputs.push_back(id); }
+
+  // Labels the most recently added node and the transformer layer it belongs to.
+  NodeId named(NodeId id, std::string name);
+  void set_layer(int32_t layer) { layer_ = layer; }
+
+  const Graph& graph() const { return graph_; }
+  Graph take() { return std::move(graph_); }
+
+ private:
+  NodeId append(Node node);
+  const Node& at(NodeId id) const { return graph_.node(id); }
+
+  Graph graph_;
+  int32_t layer_ = -1;
+};
+
+}  // namespace minfer::graph

@@ -1,0 +1,24 @@
+#include "graph/ir.h"
+
+namespace minfer::graph {
+
+std::string_view op_name(OpKind op) {
+  switch (op) {
+    case OpKind::kInput: return "input";
+    case OpKind::kWeight: return "weight";
+    case OpKind::kGetRows: return "get_rows";
+    case OpKind::kRmsNorm: return "rms_norm";
+    case OpKind::kMatMul: return "mul_mat";
+    case OpKind::kAdd: return "add";
+    case OpKind::kMul: return "mul";
+    case OpKind::kSilu: return "silu";
+    case OpKind::kSwiGlu: return "swiglu";
+    case OpKind::kReshape: return "reshape";
+    case OpKind::kRope: return "rope";
+    case OpKind::kKvStore: return "kv_store";
+    case OpKind::kAttention: return "attention";
+  }
+  return "?";
+}
+
+}  // namespace minfer::graph

@@ -1,0 +1,82 @@
+// The compute graph IR: a pure description of a forward pass. Nodes carry their op with full parameters,
+// sources, output shape and type, the backend they were assigned (none until assignment) and metadata.
+// Building a graph performs no computation. Shapes follow ggml: ne[0] is the fastest dimension, so an
+// activation of n_tokens rows of d floats is {d, n_tokens}; a GGUF weight [out][in] is {in, out}.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace minfer::graph {
+
+using NodeId = int32_t;
+inline constexpr NodeId kNoNode = -1;
+using Shape = std::array<int64_t, 4>;
+
+enum class OpKind : uint8_t {
+  kInput,      // host data bound at execution (tokens, positions, output rows)
+  kWeight,     // a model tensor (mmap view or prepared weight), looked up by name
+  kGetRows,    // rows of src0 ({d, n_rows}) selected by I32 ids in src1 ({n}) -> {d, n}
+  kRmsNorm,    // x * w / sqrt(mean(x^2) + eps) over ne[0]; src1 = weight {ne[0]}
+  kMatMul,     // src0 weight {k, n}, src1 activations {k, m} -> {n, m}
+  kAdd,        // src0 + src1; src1 broadcast over rows when it has one row
+  kMul,        // elementwise, broadcast as Add
+  kSilu,       // x * sigmoid(x)
+  kSwiGlu,     // silu(src0) * src1 (fused from Mul(Silu(a), b))
+  kReshape,    // a view with another shape, same bytes
+  kRope,       // rotary embedding, NEOX pairing (i, i + n_rot/2); src1 = positions
+  kKvStore,    // writes K (src0) and V (src1) of the batch into the layer's KV cells; no output data
+  kAttention,  // causal GQA attention of Q (src0) over the layer's KV cells; src1 = the KvStore it follows
+};
+
+std::string_view op_name(OpKind op);
+
+enum class InputKind : uint8_t { kTokens, kPositions, kOutputRows };
+
+// Parameters of every op (one struct keeps nodes trivially comparable; unused fields stay zero).
+struct OpParams {
+  InputKind input = InputKind::kTokens;
+  float eps = 0.0f;             // RmsNorm
+  float rope_freq_base = 0.0f;  // Rope
+  int32_t n_rot = 0;            // Rope: rotated dimensions per head
+  int32_t layer = -1;           // KvStore / Attention
+  int32_t n_head = 0;           // Attention
+  int32_t n_head_kv = 0;        // Attention
+  int32_t head_dim = 0;         // Attention
+  float scale = 0.0f;           // Attention: 1/sqrt(head_dim)
+
+  bool operator==(const OpParams&) const = default;
+};
+
+struct Node {
+  OpKind op = OpKind::kInput;
+  OpParams params;
+  std::vector<NodeId> src;
+  Shape ne = {1, 1, 1, 1};
+  DType type = DType::F32;
+  std::string name;     // weight name for kWeight; a readable label otherwise ("blk.3.attn_q")
+  int32_t layer = -1;   // transformer block the node belongs to (-1: outside the blocks)
+  int32_t backend = -1; // index into the backend registry; -1 until assignment
+  std::string fused_from;  // set by the fusion pass: the pattern this node replaced
+
+  int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  bool operator==(const Node&) const = default;
+};
+
+// Nodes in build order, which is a valid topological order (sources are appended before consumers).
+struct Graph {
+  std::vector<Node> nodes;
+  std::vector<NodeId> outputs;
+
+  const Node& node(NodeId id) const { return nodes[static_cast<size_t>(id)]; }
+  Node& node(NodeId id) { return nodes[static_cast<size_t>(id)]; }
+  size_t size() const { return nodes.size(); }
+  bool operator==(const Graph&) const = default;
+};
+
+}  // namespace minfer::graph

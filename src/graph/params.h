@@ -1,0 +1,15 @@
+// GraphParams: everything that decides a graph's topology. Positions, KV cells and cache contents are
+// deliberately absent (they are data), so a decode step with the same shape reuses the same graph.
+#pragma once
+
+#include <cstdint>
+
+namespace minfer::graph {
+
+struct GraphParams {
+  int32_t n_tokens = 1;
+  int32_t n_outputs = 1;  // rows whose logits are computed (the last rows of the batch)
+  auto operator<=>(const GraphParams&) const = default;
+};
+
+}  // namespace minfer::graph

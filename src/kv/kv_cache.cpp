@@ -1,0 +1,239 @@
+#include "kv/kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "quant/quant.h"
+
+namespace minfer::kv {
+namespace {
+
+uint64_t bit(SeqId s) { return uint64_t{1} << s; }
+
+// Rotates each head of one K row (row_elems floats) by `delta` positions, NEOX pairing.
+void rerope_row(float* row, const RopeParams& rope, int32_t delta) {
+  const float theta_scale = std::pow(rope.freq_base, -2.0f / static_cast<float>(rope.n_rot));
+  const int32_t half = rope.n_rot / 2;
+  for (int32_t h = 0; h < rope.n_head_kv; ++h) {
+    float* x = row + static_cast<int64_t>(h) * rope.head_dim;
+    float theta = static_cast<float>(delta);
+    for (int32_t i = 0; i < half; ++i) {
+      const float c = std::cos(theta), s = std::sin(theta);
+      const float x0 = x[i], x1 = x[i + half];
+      x[i] = x0 * c - x1 * s;
+      x[i + half] = x0 * s + x1 * c;
+      theta *= theta_scale;
+    }
+  }
+}
+
+}  // namespace
+
+Status check_cache_type(DType type) {
+  if (type == DType::F32 || type == DType::F16 || type == DType::Q8_0) return {};
+  return unsupported("KV cache type '{}' is not supported (use f32, f16 or q8_0)", dtype_name(type));
+}
+
+Result<std::unique_ptr<KvCache>> KvCache::create(const KvConfig& config, backend::Backend& backend) {
+  MINFER_RETURN_IF_ERROR(check_cache_type(config.type));
+  if (config.n_cells <= 0 || config.n_layer <= 0 || config.row_elems <= 0) {
+    return invalid_argument("KV cache: bad size ({} layers, {} cells, rows of {})", config.n_layer, config.n_cells,
+                            config.row_elems);
+  }
+  auto row_bytes = row_bytes_of(config);
+  if (!row_bytes) {
+    return invalid_argument("KV cache: rows of {} elements do not fit {} blocks", config.row_elems,
+                            dtype_name(config.type));
+  }
+  std::unique_ptr<KvCache> kv(new KvCache());
+  kv->config_ = config;
+  kv->cells_.resize(static_cast<size_t>(config.n_cells));
+  const size_t region = *row_bytes * static_cast<size_t>(config.n_cells);
+  for (int32_t l = 0; l < config.n_layer; ++l) {
+    MINFER_ASSIGN_OR_RETURN(auto k, backend.alloc_buffer(region));
+    MINFER_ASSIGN_OR_RETURN(auto v, backend.alloc_buffer(region));
+    if (k->size() != region || v->size() != region) {
+      return error(StatusCode::kInternal, "KV cache: layer {} region is {} bytes, expected {}", l, k->size(), region);
+    }
+    backend::KvLayerView view;
+    view.k = k->base();
+    view.v = v->base();
+    view.type = config.type;
+    view.row_elems = config.row_elems;
+    view.n_cells = config.n_cells;
+    view.row_bytes = *row_bytes;
+    kv->views_.push_back(view);
+    kv->buffers_.push_back(std::move(k));
+    kv->buffers_.push_back(std::move(v));
+  }
+  return kv;
+}
+
+std::optional<size_t> row_bytes_of(const KvConfig& config) {
+  auto b = row_bytes(config.type, config.row_elems);
+  if (!b) return std::nullopt;
+  return static_cast<size_t>(*b);
+}
+
+size_t KvCache::bytes() const {
+  size_t total = 0;
+  for (const auto& b : buffers_) total += b->size();
+  return total;
+}
+
+Result<std::vector<int32_t>> KvCache::allocate(std::span<const SeqId> seqs, std::span<const int32_t> positions) {
+  if (seqs.size() != positions.size()) return invalid_argument("KV cache: {} sequence ids for {} positions", seqs.size(), positions.size());
+  const auto n = static_cast<int64_t>(seqs.size());
+  if (used_ + n > config_.n_cells) {
+    return error(StatusCode::kOutOfRange, "KV cache full: {} of {} cells used, {} more needed", used_,
+                 config_.n_cells, n);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    if (seqs[i] < 0 || seqs[i] >= kMaxSequences) {
+      return invalid_argument("KV cache: sequence id {} outside [0, {})", seqs[i], kMaxSequences);
+    }
+    if (positions[i] < 0) return invalid_argument("KV cache: negative position {}", positions[i]);
+  }
+  // Refuse a (seq, pos) already present, including twice within this batch.
+  for (int64_t i = 0; i < n; ++i) {
+    for (const Cell& c : cells_) {
+      if (c.pos == positions[i] && (c.seqs & bit(seqs[i]))) {
+        return invalid_argument("KV cache: sequence {} already holds position {}", seqs[i], positions[i]);
+      }
+    }
+    for (int64_t j = 0; j < i; ++j) {
+      if (seqs[j] == seqs[i] && positions[j] == positions[i]) {
+        return invalid_argument("KV cache: batch holds sequence {} position {} twice", seqs[i], positions[i]);
+      }
+    }
+  }
+  std::vector<int32_t> out(static_cast<size_t>(n));
+  int64_t cursor = search_head_;
+  for (int64_t i = 0; i < n; ++i) {
+    while (cells_[static_cast<size_t>(cursor)].seqs != 0) cursor = (cursor + 1) % config_.n_cells;
+    Cell& c = cells_[static_cast<size_t>(cursor)];
+    c.pos = positions[i];
+    c.seqs = bit(seqs[i]);
+    out[static_cast<size_t>(i)] = static_cast<int32_t>(cursor);
+    cursor = (cursor + 1) % config_.n_cells;
+  }
+  used_ += n;
+  search_head_ = cursor;
+  return out;
+}
+
+void KvCache::attention_windows(std::span<const SeqId> seqs, std::span<const int32_t> positions,
+                                std::vector<int32_t>* offsets, std::vector<int32_t>* cells) const {
+  offsets->assign(1, 0);
+  cells->clear();
+  // Per distinct sequence in the batch: its cells sorted by position, gathered once.
+  std::vector<std::pair<int32_t, int32_t>> by_pos;  // (pos, cell)
+  SeqId cached_seq = -1;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (seqs[i] != cached_seq) {
+      cached_seq = seqs[i];
+      by_pos.clear();
+      for (size_t c = 0; c < cells_.size(); ++c) {
+        if (cells_[c].seqs & bit(cached_seq)) by_pos.emplace_back(cells_[c].pos, static_cast<int32_t>(c));
+      }
+      std::sort(by_pos.begin(), by_pos.end());
+    }
+    for (const auto& [pos, cell] : by_pos) {
+      if (pos > positions[i]) break;
+      cells->push_back(cell);
+    }
+    offsets->push_back(static_cast<int32_t>(cells->size()));
+  }
+}
+
+void KvCache::free_if_unowned(int32_t cell) {
+  Cell& c = cells_[static_cast<size_t>(cell)];
+  if (c.seqs == 0 && c.pos >= 0) {
+    c.pos = -1;
+    --used_;
+    search_head_ = std::min<int64_t>(search_head_, cell);
+  }
+}
+
+void KvCache::seq_rm(SeqId seq, int32_t p0, int32_t p1) {
+  for (size_t i = 0; i < cells_.size(); ++i) {
+    Cell& c = cells_[i];
+    if (c.pos < 0 || c.pos < p0 || (p1 >= 0 && c.pos >= p1)) continue;
+    if (seq < 0) {
+      c.seqs = 0;
+    } else {
+      c.seqs &= ~bit(seq);
+    }
+    free_if_unowned(static_cast<int32_t>(i));
+  }
+}
+
+void KvCache::seq_cp(SeqId src, SeqId dst, int32_t p0, int32_t p1) {
+  if (src == dst) return;
+  for (Cell& c : cells_) {
+    if ((c.seqs & bit(src)) && c.pos >= p0 && (p1 < 0 || c.pos < p1)) c.seqs |= bit(dst);
+  }
+}
+
+void KvCache::seq_keep(SeqId seq) {
+  for (size_t i = 0; i < cells_.size(); ++i) {
+    cells_[i].seqs &= bit(seq);
+    free_if_unowned(static_cast<int32_t>(i));
+  }
+}
+
+Status KvCache::seq_add(SeqId seq, int32_t p0, int32_t p1, int32_t delta, const RopeParams& rope) {
+  if (delta == 0) return {};
+  if (rope.n_head_kv * rope.head_dim != config_.row_elems || rope.n_rot <= 0 || rope.n_rot > rope.head_dim) {
+    return invalid_argument("KV shift: rope parameters do not match the cache rows");
+  }
+  std::vector<size_t> moved;
+  for (size_t i = 0; i < cells_.size(); ++i) {
+    const Cell& c = cells_[i];
+    if (!(c.seqs & bit(seq)) || c.pos < p0 || (p1 >= 0 && c.pos >= p1)) continue;
+    if (c.seqs != bit(seq)) return invalid_argument("KV shift: cell {} is shared with another sequence", i);
+    if (c.pos + delta < 0) return invalid_argument("KV shift: position {} + {} would be negative", c.pos, delta);
+    moved.push_back(i);
+  }
+  std::vector<float> row(static_cast<size_t>(config_.row_elems));
+  for (const backend::KvLayerView& view : views_) {
+    for (size_t cell : moved) {
+      auto* bytes = static_cast<uint8_t*>(view.k) + cell * view.row_bytes;
+      quant::dequantize_row(view.type, bytes, row.data(), view.row_elems);
+      rerope_row(row.data(), rope, delta);
+      if (view.type == DType::F32) {
+        std::memcpy(bytes, row.data(), row.size() * sizeof(float));
+      } else {
+        quant::quantize_row(view.type, row.data(), bytes, view.row_elems);
+      }
+    }
+  }
+  for (size_t cell : moved) cells_[cell].pos += delta;
+  return {};
+}
+
+void KvCache::clear() {
+  for (Cell& c : cells_) c = Cell();
+  used_ = 0;
+  search_head_ = 0;
+}
+
+int32_t KvCache::seq_pos_max(SeqId seq) const {
+  int32_t best = -1;
+  for (const Cell& c : cells_) {
+    if (c.seqs & bit(seq)) best = std::max(best, c.pos);
+  }
+  return best;
+}
+
+int32_t KvCache::seq_pos_min(SeqId seq) const {
+  int32_t best = -1;
+  for (const Cell& c : cells_) {
+    if ((c.seqs & bit(seq)) && (best < 0 || c.pos < best)) best = c.pos;
+  }
+  return best;
+}
+
+}  // namespace minfer::kv

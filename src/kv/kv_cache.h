@@ -1,0 +1,95 @@
+// Multi-sequence KV cache: per layer, two persistent regions (K and V) of n_cells rows, plus per-cell
+// metadata (logical position, owning sequences). Positions are logical per sequence; which cell holds a
+// token is the allocator's business. Every index is checked: a full cache or an out-of-range cell is an
+// error, never an overwrite.
+//
+//   auto kv = KvCache::create(config, cpu_backend);       // sized once from n_ctx
+//   auto cells = kv->allocate(seq_ids, positions);        // reserve cells for a micro-batch
+//   kv->attention_windows(seq_ids, positions, &offsets, &window_cells);
+//   kv->seq_rm(seq, 10, -1);                              // drop positions >= 10 of `seq`
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+
+namespace minfer::kv {
+
+using SeqId = int32_t;
+inline constexpr int32_t kMaxSequences = 64;  // a cell's owners are a 64-bit mask
+
+struct KvConfig {
+  int32_t n_layer = 0;
+  int64_t n_cells = 0;    // context size in tokens, over all sequences
+  int64_t row_elems = 0;  // n_head_kv * head_dim (K and V rows have the same width for Qwen)
+  DType type = DType::F16;
+};
+
+// Rotary parameters needed to re-rotate K when positions shift.
+struct RopeParams {
+  int32_t head_dim = 0;
+  int32_t n_head_kv = 0;
+  int32_t n_rot = 0;
+  float freq_base = 10000.0f;
+};
+
+// Bytes of one cell row, or nullopt when row_elems does not fit the type's blocks.
+std::optional<size_t> row_bytes_of(const KvConfig& config);
+// Element types the cache may hold: f32, f16, q8_0 (`--cache-type`).
+Status check_cache_type(DType type);
+
+class KvCache {
+ public:
+  static Result<std::unique_ptr<KvCache>> create(const KvConfig& config, backend::Backend& backend);
+
+  const KvConfig& config() const { return config_; }
+  std::span<const backend::KvLayerView> views() const { return views_; }
+  size_t bytes() const;
+
+  // Reserves one cell per token and records (seq, pos) in it. Fails without changing anything when the
+  // cache lacks free cells, a sequence id is out of range, or a sequence already holds that position.
+  Result<std::vector<int32_t>> allocate(std::span<const SeqId> seqs, std::span<const int32_t> positions);
+
+  // CSR windows: token i attends the cells of its sequence with pos <= positions[i], in position order.
+  void attention_windows(std::span<const SeqId> seqs, std::span<const int32_t> positions,
+                         std::vector<int32_t>* offsets, std::vector<int32_t>* cells) const;
+
+  // Removes positions [p0, p1) of `seq` (p1 < 0: to the end; seq < 0: every sequence). Cells no sequence
+  // owns any more become free.
+  void seq_rm(SeqId seq, int32_t p0, int32_t p1);
+  // Makes `dst` share src's cells for positions [p0, p1) (no data copied).
+  void seq_cp(SeqId src, SeqId dst, int32_t p0, int32_t p1);
+  // Drops every sequence but `seq`.
+  void seq_keep(SeqId seq);
+  // Adds `delta` to positions [p0, p1) of `seq` and re-rotates their K rows accordingly. Cells shared with
+  // another sequence are refused (their K would be wrong for the other owner).
+  Status seq_add(SeqId seq, int32_t p0, int32_t p1, int32_t delta, const RopeParams& rope);
+  void clear();
+
+  int32_t seq_pos_max(SeqId seq) const;  // -1 when the sequence is empty
+  int32_t seq_pos_min(SeqId seq) const;
+  int64_t used_cells() const { return used_; }
+  int64_t n_cells() const { return config_.n_cells; }
+
+ private:
+  struct Cell {
+    int32_t pos = -1;
+    uint64_t seqs = 0;  // bit s set: sequence s owns this cell
+  };
+  KvCache() = default;
+  void free_if_unowned(int32_t cell);
+
+  KvConfig config_;
+  std::vector<std::unique_ptr<backend::Buffer>> buffers_;  // per layer: K then V
+  std::vector<backend::KvLayerView> views_;
+  std::vector<Cell> cells_;
+  int64_t used_ = 0;
+  int64_t search_head_ = 0;  // where the next free-cell search starts
+};
+
+}  // namespace minfer::kv

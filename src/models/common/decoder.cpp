@@ -1,0 +1,169 @@
+#include "models/common/decoder.h"
+
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "graph/builder.h"
+
+namespace minfer::models {
+namespace {
+
+using graph::GraphBuilder;
+using graph::InputKind;
+using graph::NodeId;
+
+Result<int32_t> positive(const gguf::Metadata& meta, const std::string& key) {
+  MINFER_ASSIGN_OR_RETURN(uint32_t v, meta.get_u32(key));
+  if (v == 0 || v > (1u << 30)) return invalid_argument("model: {} = {} is out of range", key, v);
+  return static_cast<int32_t>(v);
+}
+
+}  // namespace
+
+Result<HParams> read_hparams(const gguf::File& file, const std::string& arch) {
+  const gguf::Metadata& m = file.metadata();
+  HParams hp;
+  hp.arch = arch;
+  MINFER_ASSIGN_OR_RETURN(hp.n_embd, positive(m, arch + ".embedding_length"));
+  MINFER_ASSIGN_OR_RETURN(hp.n_layer, positive(m, arch + ".block_count"));
+  MINFER_ASSIGN_OR_RETURN(hp.n_head, positive(m, arch + ".attention.head_count"));
+  MINFER_ASSIGN_OR_RETURN(hp.n_ff, positive(m, arch + ".feed_forward_length"));
+  MINFER_ASSIGN_OR_RETURN(hp.n_ctx_train, positive(m, arch + ".context_length"));
+  hp.n_head_kv = hp.n_head;
+  if (m.contains(arch + ".attention.head_count_kv")) {
+    MINFER_ASSIGN_OR_RETURN(hp.n_head_kv, positive(m, arch + ".attention.head_count_kv"));
+  }
+  if (hp.n_head % hp.n_head_kv != 0) {
+    return invalid_argument("model: head_count {} is not a multiple of head_count_kv {}", hp.n_head, hp.n_head_kv);
+  }
+  hp.head_dim = hp.n_embd / hp.n_head;
+  if (m.contains(arch + ".attention.key_length")) {
+    MINFER_ASSIGN_OR_RETURN(hp.head_dim, positive(m, arch + ".attention.key_length"));
+    if (m.contains(arch + ".attention.value_length")) {
+      MINFER_ASSIGN_OR_RETURN(int32_t v, positive(m, arch + ".attention.value_length"));
+      if (v != hp.head_dim) return unsupported("model: value_length {} != key_length {}", v, hp.head_dim);
+    }
+  }
+  hp.n_rot = hp.head_dim;
+  if (m.contains(arch + ".rope.dimension_count")) {
+    MINFER_ASSIGN_OR_RETURN(hp.n_rot, positive(m, arch + ".rope.dimension_count"));
+  }
+  if (hp.n_rot % 2 != 0 || hp.n_rot > hp.head_dim) return invalid_argument("model: rope dimension {} invalid", hp.n_rot);
+  MINFER_ASSIGN_OR_RETURN(hp.rope_freq_base, m.get_f32_or(arch + ".rope.freq_base", 10000.0f));
+  MINFER_ASSIGN_OR_RETURN(hp.rms_eps, m.get_f32(arch + ".attention.layer_norm_rms_epsilon"));
+  if (m.contains(arch + ".rope.scaling.type")) {
+    MINFER_ASSIGN_OR_RETURN(std::string scaling, m.get_string(arch + ".rope.scaling.type"));
+    if (scaling != "none") return unsupported("model: rope scaling '{}' is not supported", scaling);
+  }
+  const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
+  if (embd == nullptr) return not_found("model: missing tensor 'token_embd.weight'");
+  hp.n_vocab = static_cast<int32_t>(embd->ne[1]);
+  return hp;
+}
+
+Result<std::vector<backend::WeightSource>> collect_weights(const gguf::File& file, const HParams& hp,
+                                                           const DecoderOptions& options, bool* tied_output) {
+  std::vector<backend::WeightSource> out;
+  auto need = [&](const std::string& name, graph::Shape ne, bool optional = false) -> Result<bool> {
+    const gguf::TensorInfo* t = file.find_tensor(name);
+    if (t == nullptr) {
+      if (optional) return false;
+      return not_found("model: missing tensor '{}'", name);
+    }
+    if (t->ne != ne) {
+      return invalid_argument("model: tensor '{}' has shape [{}], expected [{}]", name, fmt::join(t->ne, ", "),
+                              fmt::join(ne, ", "));
+    }
+    out.push_back({name, t->type, t->ne, t->data, t->n_bytes});
+    return true;
+  };
+  const int64_t E = hp.n_embd, V = hp.n_vocab, F = hp.n_ff, D = hp.head_dim, Q = hp.n_embd_q(), KV = hp.n_embd_kv();
+  MINFER_RETURN_IF_ERROR(need("token_embd.weight", {E, V, 1, 1}).status());
+  MINFER_RETURN_IF_ERROR(need("output_norm.weight", {E, 1, 1, 1}).status());
+  MINFER_ASSIGN_OR_RETURN(bool has_output, need("output.weight", {E, V, 1, 1}, /*optional=*/true));
+  *tied_output = !has_output;
+  for (int32_t l = 0; l < hp.n_layer; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    MINFER_RETURN_IF_ERROR(need(p + "attn_norm.weight", {E, 1, 1, 1}).status());
+    MINFER_RETURN_IF_ERROR(need(p + "attn_q.weight", {E, Q, 1, 1}).status());
+    MINFER_RETURN_IF_ERROR(need(p + "attn_k.weight", {E, KV, 1, 1}).status());
+    MINFER_RETURN_IF_ERROR(need(p + "attn_v.weight", {E, KV, 1, 1}).status());
+    MINFER_RETURN_IF_ERROR(need(p + "attn_output.weight", {Q, E, 1, 1}).status());
+    if (options.qkv_bias) {
+      MINFER_RETURN_IF_ERROR(need(p + "attn_q.bias", {Q, 1, 1, 1}).status());
+      MINFER_RETURN_IF_ERROR(need(p + "attn_k.bias", {KV, 1, 1, 1}).status());
+      MINFER_RETURN_IF_ERROR(need(p + "attn_v.bias", {KV, 1, 1, 1}).status());
+    }
+    if (options.qk_norm) {
+      MINFER_RETURN_IF_ERROR(need(p + "attn_q_norm.weight", {D, 1, 1, 1}).status());
+      MINFER_RETURN_IF_ERROR(need(p + "attn_k_norm.weight", {D, 1, 1, 1}).status());
+    }
+    MINFER_RETURN_IF_ERROR(need(p + "ffn_norm.weight", {E, 1, 1, 1}).status());
+    MINFER_RETURN_IF_ERROR(need(p + "ffn_gate.weight", {E, F, 1, 1}).status());
+    MINFER_RETURN_IF_ERROR(need(p + "ffn_up.weight", {E, F, 1, 1}).status());
+    MINFER_RETURN_IF_ERROR(need(p + "ffn_down.weight", {F, E, 1, 1}).status());
+  }
+  return out;
+}
+
+graph::Graph build_decoder_graph(const HParams& hp, const DecoderOptions& options, bool tied_output,
+                                 const std::vector<backend::WeightSource>& weights, const graph::GraphParams& params) {
+  std::unordered_map<std::string, const backend::WeightSource*> by_name;
+  for (const auto& w : weights) by_name[w.name] = &w;
+  GraphBuilder b;
+  auto W = [&](const std::string& name) {
+    const backend::WeightSource* w = by_name.at(name);
+    return b.weight(name, w->type, w->ne);
+  };
+  const int64_t nt = params.n_tokens;
+  const int32_t hd = hp.head_dim;
+  const NodeId tokens = b.input(InputKind::kTokens, nt);
+  const NodeId positions = b.input(InputKind::kPositions, nt);
+  const bool select_rows = params.n_outputs != params.n_tokens;
+  const NodeId out_rows = select_rows ? b.input(InputKind::kOutputRows, params.n_outputs) : graph::kNoNode;
+
+  NodeId inp = b.named(b.get_rows(W("token_embd.weight"), tokens), "inp_embd");
+  for (int32_t l = 0; l < hp.n_layer; ++l) {
+    b.set_layer(l);
+    const std::string p = fmt::format("blk.{}.", l);
+    NodeId cur = b.named(b.rms_norm(inp, W(p + "attn_norm.weight"), hp.rms_eps), p + "attn_norm");
+    NodeId q = b.named(b.matmul(W(p + "attn_q.weight"), cur), p + "q");
+    NodeId k = b.named(b.matmul(W(p + "attn_k.weight"), cur), p + "k");
+    NodeId v = b.named(b.matmul(W(p + "attn_v.weight"), cur), p + "v");
+    if (options.qkv_bias) {
+      q = b.add(q, W(p + "attn_q.bias"));
+      k = b.add(k, W(p + "attn_k.bias"));
+      v = b.add(v, W(p + "attn_v.bias"));
+    }
+    q = b.reshape(q, {hd, hp.n_head, nt, 1});
+    k = b.reshape(k, {hd, hp.n_head_kv, nt, 1});
+    if (options.qk_norm) {
+      q = b.named(b.rms_norm(q, W(p + "attn_q_norm.weight"), hp.rms_eps), p + "q_norm");
+      k = b.named(b.rms_norm(k, W(p + "attn_k_norm.weight"), hp.rms_eps), p + "k_norm");
+    }
+    q = b.named(b.rope(q, positions, hp.n_rot, hp.rope_freq_base), p + "q_rope");
+    k = b.named(b.rope(k, positions, hp.n_rot, hp.rope_freq_base), p + "k_rope");
+    const NodeId store = b.named(b.kv_store(l, k, v), p + "kv_store");
+    cur = b.named(b.attention(l, q, store, hp.n_head, hp.n_head_kv, hd), p + "attn");
+    if (l == hp.n_layer - 1 && select_rows) {  // only the output rows matter after the last attention
+      cur = b.get_rows(cur, out_rows);
+      inp = b.get_rows(inp, out_rows);
+    }
+    cur = b.named(b.matmul(W(p + "attn_output.weight"), cur), p + "attn_out");
+    const NodeId ffn_inp = b.named(b.add(cur, inp), p + "ffn_inp");
+    cur = b.named(b.rms_norm(ffn_inp, W(p + "ffn_norm.weight"), hp.rms_eps), p + "ffn_norm");
+    const NodeId gate = b.named(b.matmul(W(p + "ffn_gate.weight"), cur), p + "ffn_gate");
+    const NodeId up = b.named(b.matmul(W(p + "ffn_up.weight"), cur), p + "ffn_up");
+    cur = b.named(b.mul(b.silu(gate), up), p + "ffn_swiglu");
+    cur = b.named(b.matmul(W(p + "ffn_down.weight"), cur), p + "ffn_down");
+    inp = b.named(b.add(cur, ffn_inp), p + "l_out");
+  }
+  b.set_layer(-1);
+  NodeId cur = b.named(b.rms_norm(inp, W("output_norm.weight"), hp.rms_eps), "result_norm");
+  cur = b.named(b.matmul(W(tied_output ? "token_embd.weight" : "output.weight"), cur), "result_output");
+  b.output(cur);
+  return b.take();
+}
+
+}  // namespace minfer::models

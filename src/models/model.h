@@ -1,0 +1,55 @@
+// The model interface and registry. A model is hyperparameters, the tensors it needs (registered with
+// the backends by the engine), and a pure function from GraphParams to a compute graph.
+// Adding an architecture = one folder under src/models/ plus one line in registry.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "gguf/reader.h"
+#include "graph/ir.h"
+#include "graph/params.h"
+
+namespace minfer::models {
+
+struct HParams {
+  std::string arch;
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;
+  int32_t n_embd = 0;
+  int32_t n_layer = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t head_dim = 0;  // per-head width of Q and K (and V for Qwen)
+  int32_t n_ff = 0;
+  int32_t n_rot = 0;     // rotated dims per head
+  float rope_freq_base = 10000.0f;
+  float rms_eps = 1e-6f;
+
+  int64_t n_embd_q() const { return static_cast<int64_t>(n_head) * head_dim; }
+  int64_t n_embd_kv() const { return static_cast<int64_t>(n_head_kv) * head_dim; }
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  const HParams& hparams() const { return hparams_; }
+  // The GGUF tensors the graph reads, as views into the file.
+  const std::vector<backend::WeightSource>& weights() const { return weights_; }
+  // Deterministic in `params` (the reuse invariant). Pure: no computation, no I/O.
+  virtual Result<graph::Graph> build_graph(const graph::GraphParams& params) const = 0;
+
+ protected:
+  HParams hparams_;
+  std::vector<backend::WeightSource> weights_;
+};
+
+// Dispatches on general.architecture; anything unregistered is refused by name
+// ("Unsupported architecture: 'llama'").
+Result<std::unique_ptr<Model>> load_model(const gguf::File& file);
+std::vector<std::string> supported_architectures();
+
+}  // namespace minfer::models

@@ -1,0 +1,162 @@
+// CPU feature detection (cpuid + xgetbv on x86, HWCAP on Arm) and the per-ISA kernel tables.
+// The environment can only lower the level: MINFER_CPU_ISA=generic|avx2|avx512|neon, MINFER_NO_AVX512=1,
+// MINFER_NO_AVX2=1.
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "core/log.h"
+#include "quant/kernels/kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
+namespace minfer::kernels {
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+uint64_t xgetbv0() {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+struct X86Features {
+  bool avx2 = false;    // AVX2 + FMA + F16C with OS-saved YMM state
+  bool avx512 = false;  // AVX-512 F/BW/VL/VNNI with OS-saved ZMM state
+};
+
+X86Features detect_x86() {
+  X86Features f;
+  uint32_t a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = (c >> 27) & 1;
+  const bool fma = (c >> 12) & 1;
+  const bool f16c = (c >> 29) & 1;
+  const bool avx = (c >> 28) & 1;
+  if (!osxsave || !avx) return f;
+  const uint64_t xcr0 = xgetbv0();
+  const bool ymm_state = (xcr0 & 0x6) == 0x6;
+  const bool zmm_state = (xcr0 & 0xe6) == 0xe6;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+  const bool avx2 = (b >> 5) & 1;
+  const bool avx512f = (b >> 16) & 1;
+  const bool avx512bw = (b >> 30) & 1;
+  const bool avx512vl = (b >> 31) & 1;
+  const bool avx512vnni = (c >> 11) & 1;
+  f.avx2 = ymm_state && avx2 && fma && f16c;
+  f.avx512 = f.avx2 && zmm_state && avx512f && avx512bw && avx512vl && avx512vnni;
+  return f;
+}
+#endif
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+
+Isa hardware_isa() {
+#if defined(__x86_64__) || defined(__i386__)
+  const X86Features f = detect_x86();
+  if (f.avx512) return Isa::kAvx512;
+  if (f.avx2) return Isa::kAvx2;
+  return Isa::kGeneric;
+#elif defined(__aarch64__) && defined(__linux__) && defined(MINFER_HAVE_NEON)
+  const unsigned long hw = getauxval(AT_HWCAP);
+  return (hw & HWCAP_ASIMDDP) ? Isa::kNeon : Isa::kGeneric;
+#else
+  return Isa::kGeneric;
+#endif
+}
+
+int rank(Isa isa) { return isa == Isa::kNeon ? 2 : static_cast<int>(isa); }
+
+Isa compute_detected() {
+  Isa isa = hardware_isa();
+  if (const char* forced = std::getenv("MINFER_CPU_ISA"); forced != nullptr && forced[0] != '\0') {
+    const std::string s = forced;
+    Isa want = isa;
+    if (s == "generic") want = Isa::kGeneric;
+    else if (s == "avx2") want = Isa::kAvx2;
+    else if (s == "avx512") want = Isa::kAvx512;
+    else if (s == "neon") want = Isa::kNeon;
+    else MINFER_LOG_WARN("kernels: unknown MINFER_CPU_ISA='{}' ignored", s);
+    // Forcing can only lower the level (a wider one would crash); neon and x86 levels don't mix.
+    if (want == Isa::kGeneric || (want != Isa::kNeon && isa != Isa::kNeon && rank(want) <= rank(isa)) ||
+        want == isa) {
+      isa = want;
+    } else {
+      MINFER_LOG_WARN("kernels: MINFER_CPU_ISA={} is not available on this CPU; using {}", s, isa_name(isa));
+    }
+  }
+  if (isa == Isa::kAvx512 && env_set("MINFER_NO_AVX512")) isa = Isa::kAvx2;
+  if (isa == Isa::kAvx2 && env_set("MINFER_NO_AVX2")) isa = Isa::kGeneric;
+  return isa;
+}
+
+CpuKernels build(Isa isa) {
+  CpuKernels k;
+  k.isa = isa;
+  generic::fill(k);
+#if defined(MINFER_HAVE_X86_KERNELS)
+  if (isa == Isa::kAvx2 || isa == Isa::kAvx512) avx2::fill(k);
+  if (isa == Isa::kAvx512) avx512::fill(k);
+#endif
+#if defined(MINFER_HAVE_NEON)
+  if (isa == Isa::kNeon) neon::fill(k);
+#endif
+  return k;
+}
+
+}  // namespace
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kGeneric: return "generic";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+    case Isa::kNeon: return "neon";
+  }
+  return "?";
+}
+
+Isa detected_isa() {
+  static const Isa isa = compute_detected();
+  return isa;
+}
+
+bool isa_available(Isa isa) {
+  static const Isa hw = hardware_isa();
+  if (isa == Isa::kGeneric) return true;
+#if !defined(MINFER_HAVE_X86_KERNELS)
+  if (isa == Isa::kAvx2 || isa == Isa::kAvx512) return false;
+#endif
+#if !defined(MINFER_HAVE_NEON)
+  if (isa == Isa::kNeon) return false;
+#endif
+  if (isa == Isa::kNeon || hw == Isa::kNeon) return isa == hw;
+  return rank(isa) <= rank(hw);
+}
+
+const CpuKernels* cpu_kernels_for(Isa isa) {
+  static std::array<CpuKernels, 4> tables;
+  static std::array<std::once_flag, 4> once;
+  if (!isa_available(isa)) return nullptr;
+  const auto i = static_cast<size_t>(isa);
+  std::call_once(once[i], [&] { tables[i] = build(isa); });
+  return &tables[i];
+}
+
+const CpuKernels& cpu_kernels() {
+  static const CpuKernels* k = cpu_kernels_for(detected_isa());
+  return *k;
+}
+
+}  // namespace minfer::kernels

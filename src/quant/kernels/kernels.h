@@ -1,0 +1,67 @@
+// The CPU kernel table: per GGUF type, the activation format its dots take and the functions that
+// compute them, filled once per ISA level by dispatch.cpp. Callers look a function up once per call.
+// Kernels assume valid input (sizes, alignment-free pointers) and never fail.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "core/dtype.h"
+
+namespace minfer::kernels {
+
+enum class Isa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kNeon = 3 };
+std::string_view isa_name(Isa isa);
+
+// Converts n floats to the activation format (n a multiple of its block size).
+using FromFloatFn = void (*)(const float* x, void* y, int64_t n);
+// *s = dot(w, x) over n elements; w in the weight type, x in its vec_dot_type.
+using VecDotFn = void (*)(int64_t n, float* s, const void* w, const void* x);
+// Tile of dots: y[c * ldy + r] = dot(w row r, x row c) for r < nr, c < nc, with nr <= kTileRows and
+// nc <= kTileCols. Rows of w are w_stride bytes apart, rows of x x_stride bytes apart. Each output is
+// computed with exactly the arithmetic of vec_dot, so tile shape never changes a result.
+using GemmTileFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, const void* x, size_t x_stride,
+                            int nc, float* y, size_t ldy);
+
+inline constexpr int kTileRows = 4;
+inline constexpr int kTileCols = 4;
+
+struct TypeKernels {
+  DType vec_dot_type = DType::F32;
+  FromFloatFn from_float = nullptr;  // f32 -> vec_dot_type (runtime activation quantizer)
+  VecDotFn vec_dot = nullptr;
+  GemmTileFn gemm_tile = nullptr;
+};
+
+struct CpuKernels {
+  Isa isa = Isa::kGeneric;
+  TypeKernels types[40];  // indexed by ggml type id; vec_dot == nullptr where unsupported
+  const TypeKernels& of(DType t) const { return types[static_cast<uint32_t>(t)]; }
+};
+
+// Widest ISA this CPU and OS support, lowered by MINFER_CPU_ISA=generic|avx2|avx512|neon,
+// MINFER_NO_AVX512=1 or MINFER_NO_AVX2=1. Detected once.
+Isa detected_isa();
+// Whether this CPU can run `isa`'s kernels (and they were compiled in).
+bool isa_available(Isa isa);
+// The table for the detected ISA (cached).
+const CpuKernels& cpu_kernels();
+// The table for a given ISA; nullptr when unavailable. Tests use this to force each level.
+const CpuKernels* cpu_kernels_for(Isa isa);
+
+// Filled by each ISA's translation unit (declared here, defined in generic/, x86_*/, arm_neon/).
+namespace generic {
+void fill(CpuKernels& k);
+}
+namespace avx2 {
+void fill(CpuKernels& k);
+}
+namespace avx512 {
+void fill(CpuKernels& k);
+}
+namespace neon {
+void fill(CpuKernels& k);
+}
+
+}  // namespace minfer::kernels

@@ -1,0 +1,14 @@
+// AVX2 + FMA + F16C kernels (this file alone is compiled with -mavx2 -mfma -mf16c).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "quant/blocks.h"
+#include "quant/kernels/kernels.h"
+
+#define MINFER_X86_VNNI 0
+#define MINFER_X86_MAX_NC 2  // 16 ymm registers: 4 rows x 2 tokens of accumulators
+
+namespace minfer::kernels::avx2 {
+#include "quant/kernels/x86_avx2/x86_kernels.inc"
+}  // namespace minfer::kernels::avx2

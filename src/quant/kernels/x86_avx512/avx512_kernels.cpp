@@ -1,0 +1,15 @@
+// AVX-512 (F/BW/VL/VNNI) kernels: the x86 kernel source rebuilt with EVEX encoding, 32 vector registers
+// (4 x 4 tiles) and vpdpbusd for the int8 dots. This file alone gets the AVX-512 flags.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "quant/blocks.h"
+#include "quant/kernels/kernels.h"
+
+#define MINFER_X86_VNNI 1
+#define MINFER_X86_MAX_NC 4  // 32 ymm registers: 4 rows x 4 tokens of accumulators
+
+namespace minfer::kernels::avx512 {
+#include "quant/kernels/x86_avx2/x86_kernels.inc"
+}  // namespace minfer::kernels::avx512

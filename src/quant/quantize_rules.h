@@ -1,0 +1,47 @@
+// llama-quantize's per-tensor type choice (llama_tensor_get_type in llama.cpp's llama-quant.cpp) for the
+// file types minfer writes, so `minfer quantize` produces the same tensor types as llama-quantize.
+// Pure name/shape logic: no tensor data is read here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace minfer::quant {
+
+// A target of `minfer quantize --type`: its name, llama_ftype id (general.file_type) and base type.
+struct FileType {
+  std::string_view name;  // "q4_K_M", "q8_0", "f16", ...
+  uint32_t ftype;         // llama_ftype (LLAMA_FTYPE_MOSTLY_Q4_K_M = 15, ...)
+  DType base;             // type of ordinary 2-D weights
+  bool k_mix;             // llama-quantize's K-quant mixing rules apply (attn_v / ffn_down upgrades)
+};
+
+// Case-insensitive lookup ("Q4_K_M" == "q4_k_m"); nullopt for an unknown name.
+// q4_K and q5_K are llama-quantize's Q4_K_S / Q5_K_S mixes (its own "Q4_K" alias means Q4_K_M).
+std::optional<FileType> file_type_from_name(std::string_view name);
+std::vector<std::string_view> file_type_names();
+
+struct TensorDesc {
+  std::string name;
+  DType type = DType::F32;  // current type
+  int n_dims = 0;
+  int64_t ne[4] = {1, 1, 1, 1};  // ggml order
+};
+
+struct TensorDecision {
+  bool quantize = false;  // false: copied unchanged
+  DType type = DType::F32;
+  std::string reason;  // e.g. "output tensor -> Q6_K", "1-D: kept"
+};
+
+// Decisions for all tensors of a model (counts of attn_v / ffn_down tensors matter for the K mixes).
+// `tied_output` is derived: a model without output.weight treats token_embd.weight as the output.
+std::vector<TensorDecision> choose_tensor_types(const FileType& ft, const std::vector<TensorDesc>& tensors,
+                                                bool pure = false);
+
+}  // namespace minfer::quant

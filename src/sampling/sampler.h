@@ -1,0 +1,65 @@
+// Sampler: one per run. Owns the pipeline state (RNG, penalty / DRY history, mirostat mu, grammar
+// position), so concurrent runs never share mutable state. The compiled grammar and token trie are shared.
+//
+// Pipeline (one config, one order): logit bias -> penalties -> DRY -> grammar mask -> greedy (temp 0)
+// -> top-k -> typical -> top-p -> min-p -> XTC -> temperature -> draw, or mirostat v1 / v2 after the mask.
+//
+//   auto vocab = std::make_shared<VocabView>(...);
+//   MINFER_ASSIGN_OR_RETURN(Sampler s, Sampler::create(cfg, vocab));
+//   for (;;) {
+//     MINFER_ASSIGN_OR_RETURN(int32_t tok, s.sample(logits));   // error when the grammar allows nothing
+//     s.accept(tok);
+//     if (vocab->is_eog(tok)) break;
+//   }
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "sampling/config.h"
+#include "sampling/vocab_view.h"
+
+namespace minfer::sampling {
+
+namespace grammar {
+class Grammar;
+}
+
+class Sampler {
+ public:
+  // Validates `cfg` against the vocabulary and compiles its grammar / schema (errors name the construct).
+  // Cost: a grammar needs the token trie, built once per VocabView (~tens of ms for 152k tokens) and shared.
+  static Result<Sampler> create(const SamplerConfig& cfg, std::shared_ptr<const VocabView> vocab);
+
+  Sampler(Sampler&&) noexcept;
+  Sampler& operator=(Sampler&&) noexcept;
+  ~Sampler();
+
+  // Picks the next token from raw logits (size n_vocab; the buffer is modified). Fails, naming the
+  // reason, when the grammar allows no token, or when the logits are all -inf / NaN.
+  Result<int32_t> sample(std::span<float> logits);
+
+  // Advances penalty / DRY history and the grammar with a generated token. A token the grammar rejects
+  // leaves the grammar dead, and the next sample() reports it.
+  void accept(int32_t token);
+  // Adds a prompt token to the penalty / DRY history only (llama.cpp feeds the prompt this way).
+  void accept_history(int32_t token);
+
+  // True when end-of-generation is allowed now: no grammar, or the grammar is in an accepting state.
+  bool grammar_accepting() const;
+  bool has_grammar() const;
+  const SamplerConfig& config() const;
+  // The seed actually used (differs from config().seed when that was kRandomSeed).
+  uint64_t seed() const;
+
+ private:
+  struct State;
+  explicit Sampler(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace minfer::sampling

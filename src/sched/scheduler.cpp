@@ -1,0 +1,291 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "graph/passes/liveness.h"
+
+namespace minfer::sched {
+namespace {
+
+using graph::Graph;
+using graph::Node;
+using graph::NodeId;
+using graph::OpKind;
+
+// Nodes whose data is not an activation buffer of their own.
+bool needs_buffer(const Node& n) {
+  return n.op != OpKind::kInput && n.op != OpKind::kWeight && n.op != OpKind::kReshape && n.op != OpKind::kKvStore;
+}
+
+// Elementwise ops that may write over their first source when nothing else reads it later.
+bool can_run_in_place(OpKind op) {
+  return op == OpKind::kAdd || op == OpKind::kMul || op == OpKind::kSilu || op == OpKind::kSwiGlu ||
+         op == OpKind::kRope || op == OpKind::kRmsNorm;
+}
+
+// First-fit offset allocator over one arena; tracks the high-water mark.
+class OffsetAllocator {
+ public:
+  explicit OffsetAllocator(size_t alignment) : alignment_(alignment) {}
+  size_t alloc(size_t bytes) {
+    bytes = (bytes + alignment_ - 1) / alignment_ * alignment_;
+    for (size_t i = 0; i < free_.size(); ++i) {
+      if (free_[i].second >= bytes) {
+        const size_t off = free_[i].first;
+        free_[i].first += bytes;
+        free_[i].second -= bytes;
+        if (free_[i].second == 0) free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+        return off;
+      }
+    }
+    const size_t off = top_;
+    top_ += bytes;
+    peak_ = std::max(peak_, top_);
+    return off;
+  }
+  void release(size_t off, size_t bytes) {
+    bytes = (bytes + alignment_ - 1) / alignment_ * alignment_;
+    free_.emplace_back(off, bytes);
+    std::sort(free_.begin(), free_.end());
+    std::vector<std::pair<size_t, size_t>> merged;
+    for (const auto& b : free_) {
+      if (!merged.empty() && merged.back().first + merged.back().second == b.first) {
+        merged.back().second += b.second;
+      } else {
+        merged.push_back(b);
+      }
+    }
+    if (!merged.empty() && merged.back().first + merged.back().second == top_) {  // give the tail back
+      top_ = merged.back().first;
+      merged.pop_back();
+    }
+    free_ = std::move(merged);
+  }
+  size_t peak() const { return peak_; }
+
+ private:
+  size_t alignment_;
+  size_t top_ = 0;
+  size_t peak_ = 0;
+  std::vector<std::pair<size_t, size_t>> free_;  // (offset, size), sorted
+};
+
+}  // namespace
+
+Scheduler::Scheduler(std::vector<backend::Backend*> backends, ThreadPool* pool)
+    : backends_(std::move(backends)), pool_(pool) {
+  const char* timing = std::getenv("MINFER_OP_TIMING");
+  op_timing_ = timing != nullptr && std::strcmp(timing, "1") == 0;
+  std::stable_sort(backends_.begin(), backends_.end(),
+                   [](const backend::Backend* a, const backend::Backend* b) { return a->priority() > b->priority(); });
+}
+
+Scheduler::~Scheduler() {
+  if (!op_timing_ || op_times_.empty()) return;
+  double total = 0;
+  for (const auto& [name, t] : op_times_) total += t.seconds;
+  std::fprintf(stderr, "\nop timing (MINFER_OP_TIMING=1):\n  %-12s %10s %10s %7s\n", "op", "seconds", "calls", "share");
+  for (const auto& [name, t] : op_times_) {
+    std::fprintf(stderr, "  %-12s %10.4f %10lld %6.1f%%\n", name.c_str(), t.seconds, static_cast<long long>(t.calls),
+                 total > 0 ? 100.0 * t.seconds / total : 0.0);
+  }
+}
+
+std::vector<std::string> Scheduler::backend_names() const {
+  std::vector<std::string> names;
+  for (const backend::Backend* b : backends_) names.emplace_back(b->name());
+  return names;
+}
+
+Status Scheduler::assign(Graph& graph) const {
+  for (size_t i = 0; i < graph.size(); ++i) {
+    Node& n = graph.nodes[i];
+    n.backend = -1;
+    for (size_t b = 0; b < backends_.size(); ++b) {
+      const bool ok = n.op == OpKind::kWeight ? backends_[b]->weight_handle(n.name) != nullptr
+                      : n.op == OpKind::kInput ? backends_[b]->name() == "CPU"  // host data
+                                               : backends_[b]->supports_op(graph, n);
+      if (ok) {
+        n.backend = static_cast<int32_t>(b);
+        break;
+      }
+    }
+    if (n.backend < 0) {
+      return unsupported("no backend can run node {} ({} '{}', {})", i, graph::op_name(n.op), n.name,
+                         dtype_name(n.type));
+    }
+  }
+  return {};
+}
+
+Status Scheduler::allocate(Plan& plan) {
+  Graph& g = plan.graph;
+  const std::vector<int> last = graph::last_uses(g);
+  const std::vector<int> consumers = graph::consumer_counts(g);
+  plan.data.assign(g.size(), nullptr);
+  std::vector<size_t> offset(g.size(), 0);
+  std::vector<int> owner(g.size(), -1);       // node whose allocation holds a node's data
+  std::vector<int> alloc_last(g.size(), -1);  // last reader of an allocation, extended by aliases
+  std::vector<size_t> live;                   // allocations not yet released
+  std::vector<OffsetAllocator> allocators;
+  for (const backend::Backend* b : backends_) allocators.emplace_back(b->buffer_alignment());
+  auto bytes_of = [&](size_t i) { return static_cast<size_t>(g.nodes[i].n_elements()) * sizeof(float); };
+
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (consumers[i] == 0 && n.op != OpKind::kKvStore) continue;  // dead (fusion orphan)
+    plan.order.push_back(static_cast<NodeId>(i));
+    if (n.op == OpKind::kReshape) {
+      const int o = owner[static_cast<size_t>(graph::storage_root(g, static_cast<NodeId>(i)))];
+      owner[i] = o;
+      if (o >= 0) alloc_last[static_cast<size_t>(o)] = std::max(alloc_last[static_cast<size_t>(o)], last[i]);
+    } else if (needs_buffer(n)) {
+      // In place: the first source's storage has this node as its last reader and the same backend and size.
+      int alias = -1;
+      if (can_run_in_place(n.op)) {
+        const NodeId root = graph::storage_root(g, n.src[0]);
+        const int o = owner[static_cast<size_t>(root)];
+        if (o >= 0 && alloc_last[static_cast<size_t>(o)] == static_cast<int>(i) &&
+            g.nodes[static_cast<size_t>(o)].backend == n.backend && bytes_of(static_cast<size_t>(o)) == bytes_of(i)) {
+          alias = o;
+        }
+      }
+      if (alias >= 0) {
+        owner[i] = alias;
+        alloc_last[static_cast<size_t>(alias)] = last[i];
+      } else {
+        offset[i] = allocators[static_cast<size_t>(n.backend)].alloc(bytes_of(i));
+        owner[i] = static_cast<int>(i);
+        alloc_last[i] = last[i];
+        live.push_back(i);
+      }
+    }
+    // Allocations whose last reader was this node are free for the nodes after it.
+    for (size_t k = 0; k < live.size();) {
+      const size_t o = live[k];
+      if (alloc_last[o] <= static_cast<int>(i)) {
+        allocators[static_cast<size_t>(g.nodes[o].backend)].release(offset[o], bytes_of(o));
+        live[k] = live.back();
+        live.pop_back();
+      } else {
+        ++k;
+      }
+    }
+  }
+
+  plan.arena_bytes.assign(backends_.size(), 0);
+  plan.arenas.resize(backends_.size());
+  for (size_t b = 0; b < backends_.size(); ++b) {
+    plan.arena_bytes[b] = allocators[b].peak();
+    if (plan.arena_bytes[b] > 0) {
+      MINFER_ASSIGN_OR_RETURN(plan.arenas[b], backends_[b]->alloc_buffer(plan.arena_bytes[b]));
+    }
+  }
+  for (size_t i = 0; i < g.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.op == OpKind::kWeight) {
+      plan.data[i] = const_cast<void*>(backends_[static_cast<size_t>(n.backend)]->weight_handle(n.name));
+    } else if (owner[i] >= 0) {
+      const auto o = static_cast<size_t>(owner[i]);
+      plan.data[i] = static_cast<uint8_t*>(plan.arenas[static_cast<size_t>(g.nodes[o].backend)]->base()) + offset[o];
+    }
+  }
+
+  // Splits: maximal runs of executed nodes on one backend.
+  for (size_t k = 0; k < plan.order.size(); ++k) {
+    const int32_t b = g.node(plan.order[k]).backend;
+    if (plan.splits.empty() || plan.splits.back().backend != b) plan.splits.push_back({b, k, k});
+    plan.splits.back().end = k + 1;
+  }
+  // Cross-backend reads need explicit copies, which arrive with the first non-host backend.
+  for (graph::NodeId id : plan.order) {
+    const Node& n = g.node(id);
+    for (NodeId s : n.src) {
+      const Node& src = g.node(s);
+      if (src.backend != n.backend && src.op != OpKind::kWeight && src.op != OpKind::kInput &&
+          !plan.arenas[static_cast<size_t>(src.backend)]->host_visible()) {
+        return unsupported("node {} ({}) on {} reads node {} on {}: cross-device copies are not implemented", id,
+                           graph::op_name(n.op), backends_[static_cast<size_t>(n.backend)]->name(), s,
+                           backends_[static_cast<size_t>(src.backend)]->name());
+      }
+    }
+  }
+  return {};
+}
+
+Result<std::unique_ptr<Plan>> Scheduler::prepare(Graph graph, const GraphParams& params) {
+  auto plan = std::make_unique<Plan>();
+  plan->params = params;
+  plan->graph = std::move(graph);
+  MINFER_RETURN_IF_ERROR(assign(plan->graph));
+  plan->fuse_stats = graph::fuse(plan->graph, [&](int32_t b, OpKind op) {
+    return backends_[static_cast<size_t>(b)]->supports_fused(op);
+  });
+  MINFER_RETURN_IF_ERROR(allocate(*plan));
+  return plan;
+}
+
+Result<Plan*> Scheduler::plan(const GraphParams& params, const Builder& build) {
+  auto it = plans_.find(params);
+  if (it != plans_.end()) return it->second.get();
+  MINFER_ASSIGN_OR_RETURN(Graph graph, build(params));
+  MINFER_ASSIGN_OR_RETURN(auto plan, prepare(std::move(graph), params));
+  ++n_builds_;
+  if (plans_.size() >= max_plans_ && !plan_order_.empty()) {
+    plans_.erase(plan_order_.front());
+    plan_order_.erase(plan_order_.begin());
+  }
+  plan_order_.push_back(params);
+  Plan* raw = plan.get();
+  plans_[params] = std::move(plan);
+  return raw;
+}
+
+Status Scheduler::execute(Plan& plan, const backend::BatchView& batch, std::span<const backend::KvLayerView> kv) {
+  const Graph& g = plan.graph;
+  if (static_cast<int64_t>(batch.tokens.size()) != plan.params.n_tokens ||
+      static_cast<int64_t>(batch.output_rows.size()) != plan.params.n_outputs) {
+    return invalid_argument("batch of {} tokens / {} outputs does not match the plan ({} / {})", batch.tokens.size(),
+                            batch.output_rows.size(), plan.params.n_tokens, plan.params.n_outputs);
+  }
+  for (graph::NodeId id : plan.order) {
+    const Node& n = g.node(id);
+    if (n.op != OpKind::kInput) continue;
+    std::span<const int32_t> src = n.params.input == graph::InputKind::kTokens      ? batch.tokens
+                                   : n.params.input == graph::InputKind::kPositions ? batch.positions
+                                                                                    : batch.output_rows;
+    if (static_cast<int64_t>(src.size()) != n.ne[0]) {
+      return invalid_argument("input '{}' has {} values, the graph expects {}", n.name, src.size(), n.ne[0]);
+    }
+    plan.data[static_cast<size_t>(id)] = const_cast<int32_t*>(src.data());
+  }
+  backend::ExecContext ctx;
+  ctx.batch = &batch;
+  ctx.kv = kv;
+  ctx.pool = pool_;
+  for (const Split& split : plan.splits) {
+    backend::Backend& b = *backends_[static_cast<size_t>(split.backend)];
+    for (size_t k = split.begin; k < split.end; ++k) {
+      const graph::NodeId id = plan.order[k];
+      const auto t0 = op_timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+      Status st = b.execute(g, id, plan.data, ctx);
+      if (!st.ok()) return st.with_context(fmt::format("{}: ", b.name()));
+      if (op_timing_) {
+        OpTime& t = op_times_[std::string(graph::op_name(g.node(id).op))];
+        t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++t.calls;
+      }
+    }
+    b.synchronize();
+  }
+  return {};
+}
+
+const float* Scheduler::output_data(const Plan& plan, size_t i) const {
+  return static_cast<const float*>(plan.data[static_cast<size_t>(plan.graph.outputs[i])]);
+}
+
+}  // namespace minfer::sched

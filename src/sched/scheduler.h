@@ -1,0 +1,87 @@
+// The scheduler turns a model's graph into an executable plan and runs it:
+//   build (the model's pure function of GraphParams) -> assign backends -> fuse -> allocate -> execute.
+// Plans are cached by GraphParams: a decode step with the same token count reuses the built, assigned and
+// allocated plan; positions, KV cells and windows are data bound at execution, never topology.
+//
+//   Scheduler sched({&cpu}, &pool);
+//   auto plan = sched.plan({n_tokens, n_outputs}, [&] { return model.build_graph(params); });
+//   MINFER_RETURN_IF_ERROR(sched.execute(**plan, batch, kv.views()));
+//   const float* logits = sched.output_data(**plan, 0);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+#include "graph/params.h"
+#include "graph/passes/fuse.h"
+
+namespace minfer::sched {
+
+using graph::GraphParams;
+
+struct Split {
+  int32_t backend = 0;
+  size_t begin = 0;  // range in Plan::order
+  size_t end = 0;
+};
+
+struct Plan {
+  GraphParams params;
+  graph::Graph graph;
+  std::vector<graph::NodeId> order;  // nodes to execute, in build order (dead and bound nodes skipped)
+  std::vector<Split> splits;
+  std::vector<std::unique_ptr<backend::Buffer>> arenas;  // one per backend that needs activations
+  std::vector<void*> data;                               // per node: buffer, weight handle or bound input
+  std::vector<size_t> arena_bytes;                       // per backend
+  graph::FuseStats fuse_stats;
+};
+
+class Scheduler {
+ public:
+  using Builder = std::function<Result<graph::Graph>(const GraphParams&)>;
+
+  // `backends` in any order; assignment prefers higher priority(). The pool runs the CPU kernels.
+  Scheduler(std::vector<backend::Backend*> backends, ThreadPool* pool);
+  ~Scheduler();  // prints the op timing table when MINFER_OP_TIMING=1
+
+  // The plan for `params`: built on first use, then reused. At most `max_plans` are kept (oldest dropped).
+  Result<Plan*> plan(const GraphParams& params, const Builder& build);
+  // Runs every split of `plan`. Inputs are bound from `batch`; KV ops read and write `kv`.
+  Status execute(Plan& plan, const backend::BatchView& batch, std::span<const backend::KvLayerView> kv);
+  // Host pointer to output `i` (graph.outputs[i]) after execute.
+  const float* output_data(const Plan& plan, size_t i) const;
+
+  // Assign + fuse + allocate an already built graph (also what plan() does on a miss).
+  Result<std::unique_ptr<Plan>> prepare(graph::Graph graph, const GraphParams& params);
+
+  std::vector<std::string> backend_names() const;
+  // Per-op wall time, collected when MINFER_OP_TIMING=1 (printed to stderr at destruction).
+  struct OpTime {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  int64_t n_builds() const { return n_builds_; }
+  void set_max_plans(size_t n) { max_plans_ = n; }
+
+ private:
+  Status assign(graph::Graph& graph) const;
+  Status allocate(Plan& plan);
+
+  std::vector<backend::Backend*> backends_;  // sorted by priority, highest first
+  ThreadPool* pool_;
+  std::map<GraphParams, std::unique_ptr<Plan>> plans_;
+  std::vector<GraphParams> plan_order_;  // insertion order, for eviction
+  size_t max_plans_ = 8;
+  int64_t n_builds_ = 0;
+  bool op_timing_ = false;
+  std::map<std::string, OpTime> op_times_;
+};
+
+}  // namespace minfer::sched

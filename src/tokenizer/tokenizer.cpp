@@ -1,0 +1,206 @@
+// Tokenizer::encode/decode: special-token partition (llama.cpp's order: longest special first, every
+// occurrence), then per fragment pre-tokenization and BPE with a per-thread word cache.
+#include "tokenizer/tokenizer.h"
+
+#include <atomic>
+#include <cstring>
+
+namespace minfer::tokenizer {
+namespace {
+
+std::atomic<uint64_t> g_next_cache_key{1};
+
+uint64_t hash_word(std::string_view s) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ s.size();
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, s.data() + i, 8);
+    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+  }
+  uint64_t tail = 0;
+  if (i < s.size()) std::memcpy(&tail, s.data() + i, s.size() - i);
+  h = (h ^ tail) * 0x94d049bb133111ebull;
+  return h ^ (h >> 29);
+}
+
+// Word -> ids for one vocabulary, owned by one thread: no locks. Starts small and doubles up to kMaxSlots
+// (so a short prompt does not pay for a big table); cleared when full at that size or when the thread
+// starts encoding with another vocabulary.
+class WordCache {
+ public:
+  static constexpr size_t kMinSlots = size_t{1} << 12;
+  static constexpr size_t kMaxSlots = size_t{1} << 17;  // ~3 MB with keys and ids
+  static constexpr size_t kMaxWord = 128;  // longer words are rare repeats; not worth the space
+
+  void reset(uint64_t owner) {
+    owner_ = owner;
+    slots_.assign(kMinSlots, Slot{});
+    keys_.clear();
+    ids_.clear();
+    entries_ = 0;
+  }
+  uint64_t owner() const { return owner_; }
+
+  // Appends the cached ids of `word` to out and returns true, or returns false.
+  bool lookup(std::string_view word, uint64_t h, std::vector<int32_t>& out) const {
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const Slot& s = slots_[i];
+      if (s.ids_len == 0) return false;
+      if (s.hash == h && s.key_len == word.size() && std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
+        out.insert(out.end(), ids_.begin() + s.ids_off, ids_.begin() + s.ids_off + s.ids_len);
+        return true;
+      }
+    }
+  }
+
+  void insert(std::string_view word, uint64_t h, const int32_t* ids, size_t n) {
+    if ((entries_ + 1) * 2 > slots_.size()) {
+      if (slots_.size() >= kMaxSlots) {
+        reset(owner_);
+      } else {
+        grow();
+      }
+    }
+    place(Slot{h, static_cast<uint32_t>(keys_.size()), static_cast<uint32_t>(word.size()),
+               static_cast<uint32_t>(ids_.size()), static_cast<uint32_t>(n)});
+    keys_.append(word);
+    ids_.insert(ids_.end(), ids, ids + n);
+    ++entries_;
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t key_off = 0;
+    uint32_t key_len = 0;
+    uint32_t ids_off = 0;
+    uint32_t ids_len = 0;  // 0 = empty slot (every word has at least one id)
+  };
+
+  void place(const Slot& slot) {
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = slot.hash & mask;; i = (i + 1) & mask) {
+      if (slots_[i].ids_len == 0) {
+        slots_[i] = slot;
+        return;
+      }
+    }
+  }
+
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& s : old) {
+      if (s.ids_len != 0) place(s);
+    }
+  }
+
+  uint64_t owner_ = 0;
+  std::vector<Slot> slots_;
+  std::string keys_;
+  std::vector<int32_t> ids_;
+  size_t entries_ = 0;
+};
+
+struct ThreadState {
+  WordCache cache;
+  BpeScratch scratch;
+};
+
+ThreadState& thread_state() {
+  thread_local ThreadState state;
+  return state;
+}
+
+struct Fragment {
+  int32_t token;  // -1: raw text [off, off + len)
+  size_t off;
+  size_t len;
+};
+
+}  // namespace
+
+Tokenizer::Tokenizer(std::shared_ptr<const Vocab> vocab)
+    : vocab_(std::move(vocab)), cache_key_(g_next_cache_key.fetch_add(1)) {}
+
+Result<Tokenizer> Tokenizer::from_spec(const VocabSpec& spec) {
+  MINFER_ASSIGN_OR_RETURN(Vocab vocab, Vocab::build(spec));
+  return Tokenizer(std::make_shared<const Vocab>(std::move(vocab)));
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+  std::vector<int32_t> out;
+  encode(text, parse_special, out);
+  return out;
+}
+
+void Tokenizer::encode(std::string_view text, bool parse_special, std::vector<int32_t>& out) const {
+  if (text.empty()) return;
+  out.reserve(out.size() + text.size() / 3);
+  std::vector<Fragment> fragments{{-1, 0, text.size()}};
+  std::vector<Fragment> next;
+  for (const int32_t id : vocab_->specials()) {
+    // CONTROL/UNKNOWN only with parse_special; USER_DEFINED always (llama.cpp, after HF tokenizers).
+    if (!parse_special && vocab_->has_attr(id, kAttrControl | kAttrUnknown)) continue;
+    const std::string_view special = vocab_->text(id);
+    if (text.find(special) == std::string_view::npos) continue;
+    next.clear();
+    for (const Fragment& f : fragments) {
+      if (f.token >= 0) {
+        next.push_back(f);
+        continue;
+      }
+      const std::string_view region = text.substr(0, f.off + f.len);
+      size_t pos = f.off;
+      for (size_t m; (m = region.find(special, pos)) != std::string_view::npos;) {
+        if (m > pos) next.push_back({-1, pos, m - pos});
+        next.push_back({id, 0, 0});
+        pos = m + special.size();
+      }
+      if (pos < f.off + f.len) next.push_back({-1, pos, f.off + f.len - pos});
+    }
+    fragments.swap(next);
+  }
+  for (const Fragment& f : fragments) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+    } else {
+      encode_text(text.substr(f.off, f.len), out);
+    }
+  }
+}
+
+void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
+  ThreadState& ts = thread_state();
+  if (ts.cache.owner() != cache_key_) ts.cache.reset(cache_key_);
+  const Vocab& v = *vocab_;
+  WordSplitter split(v.pre_tokenizer(), text);
+  for (std::string_view word; split.next(&word);) {
+    if (word.size() == 1) {
+      out.push_back(v.byte_token(static_cast<uint8_t>(word[0])));
+      continue;
+    }
+    if (word.size() > WordCache::kMaxWord) {
+      bpe_word(v.merges(), v.byte_ids(), word, ts.scratch, out);
+      continue;
+    }
+    const uint64_t h = hash_word(word);
+    if (ts.cache.lookup(word, h, out)) continue;
+    const size_t first = out.size();
+    bpe_word(v.merges(), v.byte_ids(), word, ts.scratch, out);
+    ts.cache.insert(word, h, out.data() + first, out.size() - first);
+  }
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+  std::string out;
+  for (const int32_t id : ids) {
+    if (id >= 0 && id < n_vocab()) out += vocab_->bytes(id);
+  }
+  return out;
+}
+
+}  // namespace minfer::tokenizer

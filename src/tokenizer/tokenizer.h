@@ -1,0 +1,83 @@
+// Tokenizer: byte-level BPE text <-> token ids, loaded from a GGUF vocabulary, matching llama.cpp's
+// llama_tokenize(add_special=false) ids exactly for the `qwen2`/`deepseek-r1-qwen` and `qwen35` pre-tokenizers.
+//
+//   MINFER_ASSIGN_OR_RETURN(gguf::File file, gguf::File::open(path));
+//   MINFER_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_gguf(file.metadata()));
+//   std::vector<int32_t> ids = tok.encode("<|im_start|>user\nhi<|im_end|>", /*parse_special=*/true);
+//   std::string text = tok.decode(ids);  // == the input
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "tokenizer/vocab.h"
+
+namespace minfer::gguf {
+class Metadata;
+}
+
+namespace minfer::tokenizer {
+
+// Immutable after loading; copies share the vocabulary. All const methods are safe to call from many
+// threads at once (the word cache is per thread).
+class Tokenizer {
+ public:
+  // Reads tokenizer.ggml.* keys. Refuses, naming the offending key or value: a model other than `gpt2`, a
+  // missing or unknown `tokenizer.ggml.pre`, missing tokens, an empty merge table, a vocabulary without all
+  // 256 byte tokens, duplicate tokens, a token_type array of the wrong length. Costs ~50 ms for 152k tokens.
+  static Result<Tokenizer> from_gguf(const gguf::Metadata& meta);
+  // Same checks, from plain data (tests, converters).
+  static Result<Tokenizer> from_spec(const VocabSpec& spec);
+
+  // Text -> ids. Never fails: text that no token covers falls back to byte tokens, invalid UTF-8 is
+  // tokenized byte by byte. parse_special: CONTROL/UNKNOWN tokens written in the text become single ids
+  // (chat prompts); when false they are plain text. USER_DEFINED tokens (<think>, <tool_call>, ...) are
+  // matched either way, as llama.cpp does. Never adds BOS/EOS (see add_bos()). Cost: linear in the text.
+  std::vector<int32_t> encode(std::string_view text, bool parse_special) const;
+  // Appends to `out` instead of returning a new vector.
+  void encode(std::string_view text, bool parse_special, std::vector<int32_t>& out) const;
+
+  // Ids -> bytes: the concatenation of token_bytes(). Ids outside [0, n_vocab()) contribute nothing.
+  // The result may be invalid UTF-8 (for a cut-off id sequence); StreamDecoder never emits that.
+  std::string decode(std::span<const int32_t> ids) const;
+
+  int32_t n_vocab() const { return vocab_->n_tokens(); }
+  // The raw bytes a token stands for: byte-unicode decoded for normal tokens, the text itself for control,
+  // user-defined and unknown tokens, empty for unused/undefined ones (as llama.cpp renders them).
+  // Aborts on an id outside [0, n_vocab()).
+  const std::string& token_bytes(int32_t id) const { return vocab_->bytes(id); }
+  // The token's string as stored in the GGUF (GPT-2 byte-unicode form, e.g. "Ġthe").
+  std::string_view token_text(int32_t id) const { return vocab_->text(id); }
+  TokenType token_type(int32_t id) const { return vocab_->type(id); }
+  // Id of the token whose GGUF string is exactly `text`, or -1.
+  int32_t find_token(std::string_view text) const { return vocab_->find(text); }
+
+  int32_t bos() const { return vocab_->special_ids().bos; }  // -1 when absent
+  int32_t eos() const { return vocab_->special_ids().eos; }
+  int32_t eot() const { return vocab_->special_ids().eot; }
+  int32_t pad() const { return vocab_->special_ids().pad; }
+  const SpecialIds& special_ids() const { return vocab_->special_ids(); }
+  bool add_bos() const { return vocab_->add_bos(); }
+  bool add_eos() const { return vocab_->add_eos(); }
+  // llama.cpp's end-of-generation set (eos, eot, fim pad/rep/sep and the tokens named like an end marker).
+  bool is_eog(int32_t id) const { return vocab_->is_eog(id); }
+  const std::vector<int32_t>& eog_ids() const { return vocab_->eog_ids(); }
+  // CONTROL after llama.cpp's overrides (e.g. `</s>` in Qwen vocabularies). False for ids out of range.
+  bool is_control(int32_t id) const { return vocab_->has_attr(id, kAttrControl); }
+  PreTokenizer pre_tokenizer() const { return vocab_->pre_tokenizer(); }
+  const Vocab& vocab() const { return *vocab_; }
+
+ private:
+  explicit Tokenizer(std::shared_ptr<const Vocab> vocab);
+  void encode_text(std::string_view text, std::vector<int32_t>& out) const;
+
+  std::shared_ptr<const Vocab> vocab_;
+  uint64_t cache_key_ = 0;  // identifies this vocabulary for the per-thread word cache
+};
+
+}  // namespace minfer::tokenizer

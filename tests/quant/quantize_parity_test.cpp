@@ -1,0 +1,115 @@
+// Parity tier: quantizing the f32 fixture models with our reference encoders and llama-quantize's type
+// rules reproduces llama-quantize's output tensor for tensor (type and sha256 of the data bytes, as
+// recorded in ../shared/fixtures/models/manifest.json).
+#include <openssl/sha.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/fixtures.h"
+#include "gguf/reader.h"
+#include "quant/quant.h"
+#include "quant/quantize_rules.h"
+
+namespace minfer::quant {
+namespace {
+
+std::string sha256_hex(const void* data, size_t n) {
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(static_cast<const unsigned char*>(data), n, md);
+  std::string out;
+  for (unsigned char c : md) out += fmt::format("{:02x}", c);
+  return out;
+}
+
+struct Case {
+  std::string model;  // "qwen2-mini"
+  std::string type;   // "q4_k_m"
+};
+
+class QuantizeParity : public ::testing::TestWithParam<Case> {};
+
+TEST_P(QuantizeParity, MatchesLlamaQuantizeTensorForTensor) {
+  MINFER_REQUIRE_FIXTURES();
+  const Case& c = GetParam();
+  const auto manifest =
+      nlohmann::json::parse(minfer::test::read_file(minfer::test::fixture_path("models/manifest.json")));
+  const std::string out_name = c.model + "-" + c.type + ".gguf";
+  ASSERT_TRUE(manifest.contains(out_name)) << out_name;
+  const auto& entry = manifest[out_name];
+
+  auto src = gguf::File::open(minfer::test::fixture_path("models/" + c.model + "-f32.gguf"));
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  const auto ft = file_type_from_name(c.type);
+  ASSERT_TRUE(ft.has_value()) << c.type;
+  EXPECT_EQ(ft->ftype, entry["general.file_type"].get<uint32_t>());
+
+  std::vector<TensorDesc> descs;
+  for (const auto& t : src->tensors()) {
+    TensorDesc d;
+    d.name = t.name;
+    d.type = t.type;
+    d.n_dims = static_cast<int>(t.n_dims);
+    for (int i = 0; i < 4; ++i) d.ne[i] = t.ne[i];
+    descs.push_back(d);
+  }
+  const auto decisions = choose_tensor_types(*ft, descs);
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < descs.size(); ++i) index[descs[i].name] = i;
+
+  size_t checked = 0;
+  for (const auto& want : entry["tensors"]) {
+    const std::string name = want["name"];
+    ASSERT_TRUE(index.count(name)) << name;
+    const size_t i = index[name];
+    const auto& info = src->tensors()[i];
+    const TensorDecision& d = decisions[i];
+    const auto want_type = dtype_from_name(want["type"].get<std::string>());
+    ASSERT_TRUE(want_type.has_value());
+    EXPECT_EQ(dtype_name(d.type), dtype_name(*want_type)) << out_name << ": " << name << " (" << d.reason << ")";
+    if (d.type != *want_type) continue;
+    std::vector<uint8_t> bytes;
+    if (!d.quantize) {
+      bytes.assign(static_cast<const uint8_t*>(info.data), static_cast<const uint8_t*>(info.data) + info.n_bytes);
+    } else {
+      const int64_t ne0 = info.ne[0];
+      const int64_t rows = static_cast<int64_t>(info.n_bytes / (sizeof(float) * static_cast<size_t>(ne0)));
+      bytes.resize(*row_bytes(d.type, ne0) * static_cast<size_t>(rows));
+      const size_t written =
+          quantize_rows(d.type, reinterpret_cast<const float*>(info.data), bytes.data(), rows, ne0, /*n_threads=*/2);
+      ASSERT_EQ(written, bytes.size());
+    }
+    EXPECT_EQ(bytes.size(), want["n_bytes"].get<size_t>()) << name;
+    EXPECT_EQ(sha256_hex(bytes.data(), bytes.size()), want["sha256"].get<std::string>())
+        << out_name << ": " << name << " as " << dtype_name(d.type);
+    ++checked;
+  }
+  EXPECT_EQ(checked, entry["tensors"].size());
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> out;
+  for (const char* model : {"qwen2-mini", "qwen3-mini"}) {
+    for (const char* type : {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m", "q5_k_m", "q6_k"}) {
+      out.push_back({model, type});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, QuantizeParity, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           std::string s = p.param.model + "_" + p.param.type;
+                           for (char& ch : s) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace minfer::quant

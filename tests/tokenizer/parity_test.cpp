@@ -1,0 +1,139 @@
+// Token ids against llama.cpp's, recorded in ../shared/fixtures: its own qwen2 test vectors and the 314-string
+// corpus (special parsing on and off) for the Qwen2.5 and Qwen3 vocabularies, the synthetic models' prompts,
+// plus decode(encode(x)) == x and llama.cpp's special ids and end-of-generation set.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/fixtures.h"
+#include "gguf/reader.h"
+#include "inp_out.h"
+#include "tokenizer/tokenizer.h"
+
+namespace minfer::tokenizer {
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+using tok_test::read_inp;
+using tok_test::read_out;
+using tok_test::show;
+
+Tokenizer load(const std::string& gguf_path) {
+  auto file = gguf::File::open(gguf_path);
+  EXPECT_TRUE(file.ok()) << file.status().message();
+  auto tok = Tokenizer::from_gguf(file->metadata());
+  EXPECT_TRUE(tok.ok()) << tok.status().message();
+  return std::move(tok).value();
+}
+
+struct Case {
+  const char* vocab;
+  const char* inp;
+  const char* out;
+  bool parse_special;
+};
+
+class TokenizerParity : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TokenizerParity, MatchesLlamaCpp) {
+  MINFER_REQUIRE_FIXTURES();
+  const Case& c = GetParam();
+  const Tokenizer tok = load(test::fixture_path(std::string("tokenizer/") + c.vocab));
+  const std::vector<std::string> texts = read_inp(test::fixture_path(std::string("tokenizer/") + c.inp));
+  const std::vector<Ids> expected = read_out(test::fixture_path(std::string("tokenizer/") + c.out));
+  ASSERT_EQ(texts.size(), expected.size());
+  ASSERT_GT(texts.size(), 40u);
+  size_t agree = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const Ids got = tok.encode(texts[i], c.parse_special);
+    if (got == expected[i]) {
+      ++agree;
+    } else {
+      ADD_FAILURE() << "string " << i << " '" << texts[i] << "'\n  want" << show(expected[i]) << "\n  got "
+                    << show(got);
+    }
+    EXPECT_EQ(tok.decode(got), texts[i]) << "round trip of string " << i;
+  }
+  EXPECT_EQ(agree, texts.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, TokenizerParity,
+    ::testing::Values(Case{"qwen2-vocab.gguf", "ggml-vocab-qwen2.gguf.inp", "ggml-vocab-qwen2.gguf.out", false},
+                      Case{"qwen3-vocab.gguf", "ggml-vocab-qwen2.gguf.inp", "ggml-vocab-qwen2.gguf.out", false},
+                      Case{"qwen2-vocab.gguf", "corpus.inp", "corpus.qwen2.out", true},
+                      Case{"qwen2-vocab.gguf", "corpus.inp", "corpus.qwen2.no-parse-special.out", false},
+                      Case{"qwen3-vocab.gguf", "corpus.inp", "corpus.qwen3.out", true},
+                      Case{"qwen3-vocab.gguf", "corpus.inp", "corpus.qwen3.no-parse-special.out", false}),
+    [](const ::testing::TestParamInfo<Case>& param_info) {
+      std::string name = fmt::format("{}_{}", std::string_view(param_info.param.vocab).substr(0, 5), param_info.param.out);
+      for (char& ch : name) {
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return name;
+    });
+
+TEST(TokenizerParityIds, SpecialIdsAndEogMatchLlamaCpp) {
+  MINFER_REQUIRE_FIXTURES();
+  for (const char* vocab : {"tokenizer/qwen2-vocab.gguf", "tokenizer/qwen3-vocab.gguf"}) {
+    const Tokenizer tok = load(test::fixture_path(vocab));
+    EXPECT_EQ(tok.n_vocab(), 151936);
+    EXPECT_EQ(tok.bos(), 151643);
+    EXPECT_EQ(tok.eos(), 151645);
+    EXPECT_EQ(tok.eot(), 151645);
+    EXPECT_EQ(tok.pad(), 151643);
+    EXPECT_FALSE(tok.add_bos());
+    const SpecialIds& s = tok.special_ids();
+    EXPECT_EQ(s.fim_pre, 151659);
+    EXPECT_EQ(s.fim_suf, 151661);
+    EXPECT_EQ(s.fim_mid, 151660);
+    EXPECT_EQ(s.fim_pad, 151662);
+    EXPECT_EQ(s.fim_rep, 151663);
+    EXPECT_EQ(s.fim_sep, 151664);
+    EXPECT_EQ(tok.eog_ids(), (Ids{128247, 151643, 151645, 151662, 151663, 151664})) << vocab;
+    EXPECT_TRUE(tok.is_control(128247));  // `</s>`: a normal BPE token llama.cpp turns into CONTROL
+  }
+}
+
+TEST(TokenizerParityIds, LoadsQuickly) {
+  MINFER_REQUIRE_FIXTURES();
+  auto file = gguf::File::open(test::fixture_path("tokenizer/qwen2-vocab.gguf"));
+  ASSERT_TRUE(file.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto tok = Tokenizer::from_gguf(file->metadata());
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(tok.ok());
+  RecordProperty("load_ms", std::to_string(ms));
+  EXPECT_LT(ms, 1000.0);  // budget ~100 ms; generous here for loaded CI machines and sanitizer builds
+}
+
+// The synthetic models carry a truncated vocabulary; their reference prompts were tokenized by llama.cpp
+// with parse_special on.
+TEST(TokenizerParityIds, SyntheticModelPrompts) {
+  MINFER_REQUIRE_FIXTURES();
+  namespace fs = std::filesystem;
+  int checked = 0;
+  for (const char* model : {"qwen2-mini", "qwen3-mini"}) {
+    const Tokenizer tok = load(test::fixture_path(std::string("models/") + model + "-f32.gguf"));
+    const fs::path dir = test::fixture_path(std::string("models/refs/") + model + "-f32/exact");
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (entry.path().extension() != ".json") continue;
+      const auto j = nlohmann::json::parse(test::read_file(entry.path().string()));
+      const std::string text = j.at("prompt_text").get<std::string>();
+      const Ids want = j.at("prompt_ids").get<Ids>();
+      EXPECT_EQ(tok.encode(text, true), want) << entry.path();
+      EXPECT_EQ(tok.decode(want), text) << entry.path();
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 14);
+}
+
+}  // namespace
+}  // namespace minfer::tokenizer

@@ -1,0 +1,164 @@
+// Encoding and decoding on the tiny vocabulary: merge order, special tokens, invalid UTF-8, round trips.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <thread>
+
+#include "core/rng.h"
+#include "tiny_vocab.h"
+
+namespace minfer::tokenizer {
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+Ids concat(std::initializer_list<Ids> parts) {
+  Ids out;
+  for (const Ids& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+TEST(TokenizerTest, AppliesMergesByRank) {
+  const Tokenizer tok = tok_test::tiny_tokenizer();
+  EXPECT_EQ(tok.encode("hello", false), (Ids{259}));
+  // " world": " w"(rank 4) and "or"(5) merge, then " wor"(6); "l", "d" stay bytes.
+  EXPECT_EQ(tok.encode("hello world", false), (Ids{259, 262, 'l', 'd'}));
+  EXPECT_EQ(tok.encode("hell", false), (Ids{258}));
+  EXPECT_EQ(tok.encode("help", false), (Ids{256, 'l', 'p'}));
+}
+
+TEST(TokenizerTest, EqualRanksMergeLeftmostFirst) {
+  const Tokenizer tok = tok_test::tiny_tokenizer();
+  EXPECT_EQ(tok.encode("aaa", false), (Ids{263, 'a'}));
+  EXPECT_EQ(tok.encode("aaaa", false), (Ids{263, 263}));
+  EXPECT_EQ(tok.encode("aaaaa", false), (Ids{263, 263, 'a'}));
+}
+
+TEST(TokenizerTest, MergesStayInsideWords) {
+  const Tokenizer tok = tok_test::tiny_tokenizer();
+  // "he" + "llo" are one word; "he" and "ll" in different words never merge.
+  EXPECT_EQ(tok.encode("he ll", false), (Ids{256, ' ', 257}));
+  EXPECT_EQ(tok.encode("a a", false), (Ids{'a', ' ', 'a'}));
+}
+
+TEST(TokenizerTest, ControlTokensOnlyWithParseSpecial) {
+  const Tokenizer tok = tok_test::tiny_tokenizer();
+  const std::string text = "<|im_start|>hello<|im_end|>";
+  EXPECT_EQ(tok.encode(text, true), (Ids{tok_test::kImStart, 259, tok_test::kImEnd}));
+  EXPECT_EQ(tok.encode(text, false),
+            concat({tok_test::byte_ids("<|"), tok_test::byte_ids("im"), tok_test::byte_ids("_start"), tok_test::byte_ids("|>"), {259},
+                    tok_test::byte_ids("<|"), tok_test::byte_ids("im"), tok_test::byte_ids("_end"), tok_test::byte_ids("|>")}));
+}
+
+TEST(TokenizerTest, UserDefinedTokensAlwaysMatch) {
+  const Tokenizer tok = tok_test::tiny_tokenizer();
+  EXPECT_EQ(tok.encode("<think>hello", false), (Ids{tok_test::kThink, 259}));
+  EXPECT_EQ(tok.encode("<think>hello", true), (Ids{tok_test::kThink, 259}));
+  EXPECT_EQ(tok.encode("<think><think>", false), (Ids{tok_test::kThink, tok_test::kThink}));
+}
+
+TEST(TokenizerTest, UnusedTokensAreNotSpecial) {
+  const Tokenizer tok = tok_test::tiny_tokenizer();
+  const Ids ids = tok.encode("[PAD268]", true);
+  EXPECT_GT(ids.size(), 1u);
+  EXPECT_EQ(tok.decode(ids), "[PAD268]");
+}
+
+TEST(TokenizerTest, InvalidUtf8BecomesByteTokens) {
+  const Tokenizer tok = tok_test::tiny_tokenizer();
+  EXPECT_EQ(tok.encode("\xff\xfehello", false), (Ids{0xff, 0xfe, 259}));
+  EXPECT_EQ(tok.encode("\xe4\xb8", false), (Ids{0xe4, 0xb8}));
+  const std::string bad = "a\xc3(\xed\xa0\x80 \xf4\x90\x80\x80z\x80";
+  EXPECT_EQ(tok.decode(tok.encode(bad, true)), bad);
+}
+
+TEST(TokenizerTest, EmptyText) {
+  const Tokenizer tok = tok_test::tiny_tokenizer();
+  EXPECT_TRUE(tok.encode("", true).empty());
+  EXPECT_EQ(tok.decode(Ids{}), "");
+}
+
+TEST(TokenizerTest, DecodeSkipsIdsOutsideTheVocabulary) {
+  const Tokenizer tok = tok_test::tiny_tokenizer();
+  EXPECT_EQ(tok.decode(Ids{259, -1, 100000, tok_test::kImEnd}), "hello<|im_end|>");
+}
+
+TEST(TokenizerTest, RandomBytesRoundTrip) {
+  const Tokenizer tok = tok_test::tiny_tokenizer();
+  Rng rng(7);
+  const std::string alphabet[] = {"a", "h", "e", "l", "o", " ", "  ", "\n", "\r\n", "\t", "'s", "1", "!",
+                                  "<|im_start|>", "<think>", "<|im_end|>", "\xc3\xa9", "\xe4\xb8\xad",
+                                  "\xf0\x9f\x98\x80", "\xff", "\x80", "\xe4"};
+  for (int i = 0; i < 2000; ++i) {
+    std::string s;
+    const uint64_t n = rng.below(24);
+    for (uint64_t j = 0; j < n; ++j) s += alphabet[rng.below(std::size(alphabet))];
+    for (const bool special : {false, true}) ASSERT_EQ(tok.decode(tok.encode(s, special)), s) << s;
+  }
+}
+
+// Textbook BPE on strings (lowest rank, leftmost), as an independent check of both merge loops
+// (short words take a scan, long ones a heap).
+std::vector<int32_t> naive_bpe(const Tokenizer& tok, std::string_view word) {
+  std::map<std::pair<std::string, std::string>, size_t> ranks;
+  for (size_t r = 0; r < tok_test::tiny_merges().size(); ++r) ranks[tok_test::tiny_merges()[r]] = r;
+  std::vector<std::string> syms;
+  for (const char c : word) syms.push_back(tok_test::byte_str(static_cast<uint8_t>(c)));
+  for (;;) {
+    size_t best = SIZE_MAX, best_rank = SIZE_MAX;
+    for (size_t i = 0; i + 1 < syms.size(); ++i) {
+      const auto it = ranks.find({syms[i], syms[i + 1]});
+      if (it != ranks.end() && it->second < best_rank) best = i, best_rank = it->second;
+    }
+    if (best == SIZE_MAX) break;
+    syms[best] += syms[best + 1];
+    syms.erase(syms.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+  }
+  std::vector<int32_t> ids;
+  for (const std::string& s : syms) ids.push_back(tok.find_token(s));
+  return ids;
+}
+
+TEST(TokenizerTest, MergeLoopsMatchTextbookBpe) {
+  const Tokenizer tok = tok_test::tiny_tokenizer();
+  Rng rng(99);
+  const char letters[] = "aahheelllloowwr";
+  for (int i = 0; i < 3000; ++i) {
+    std::string word(1 + rng.below(i % 2 ? 100 : 40), 'a');
+    for (char& c : word) c = letters[rng.below(sizeof(letters) - 1)];
+    ASSERT_EQ(tok.encode(word, false), naive_bpe(tok, word)) << word;
+    const std::string spaced = " w" + word;  // the " w" merge only happens at a word start
+    std::vector<int32_t> want = naive_bpe(tok, spaced);
+    ASSERT_EQ(tok.encode(spaced, false), want) << spaced;
+  }
+}
+
+TEST(TokenizerTest, LongInputsStayLinear) {
+  const Tokenizer tok = tok_test::tiny_tokenizer();
+  // One 200k-byte word: a quadratic merge loop would take minutes.
+  const std::string a(200000, 'a');
+  const Ids ids = tok.encode(a, false);
+  EXPECT_EQ(ids.size(), 100000u);
+  EXPECT_EQ(tok.decode(ids), a);
+}
+
+TEST(TokenizerTest, ConcurrentEncodesAgree) {
+  const Tokenizer tok = tok_test::tiny_tokenizer();
+  const std::string text = "hello world <|im_start|>aaa hell help <think>\n";
+  const Ids expected = tok.encode(text, true);
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      int good = 1;
+      for (int i = 0; i < 500; ++i) good &= tok.encode(text, true) == expected;
+      ok[t] = good;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(ok, std::vector<int>(4, 1));
+}
+
+}  // namespace
+}  // namespace minfer::tokenizer
