@@ -20,8 +20,8 @@ if [ "$fuzz_seconds" != "0" ]; then
   grep -E "^Done|#[0-9]+.*DONE" "$corpus/fuzz.log" | tail -1 || true
   rm -rf "$corpus"
 
-  # Chat template parser + renderer, seeded with the real templates; at most 20 s of CI time.
-  chat_seconds=$(( fuzz_seconds < 20 ? fuzz_seconds : 20 ))
+  # Chat template parser + renderer, seeded with the real templates; at most 10 s of CI time.
+  chat_seconds=$(( fuzz_seconds < 10 ? fuzz_seconds : 10 ))
   corpus="$(mktemp -d)"
   cp "${MINFER_FIXTURES_DIR:-../shared/fixtures}"/chat/templates/*.jinja "$corpus/" 2>/dev/null \
     || printf '{%% for m in messages %%}{{ m.role }}{%% endfor %%}' >"$corpus/seed.jinja"

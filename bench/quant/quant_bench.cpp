@@ -4,6 +4,7 @@
 // the kernel level. Shapes are Qwen2.5-0.5B's FFN (n_embd 896, n_ff 4864) rounded to K-quant blocks.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -32,6 +33,10 @@ struct Fixture {
   std::vector<uint8_t> weights;
   quant::Weight w;
   std::vector<float> x;
+  // GEMV cycles through copies totalling >= 96 MiB so weights stream from DRAM (a 0.5B model's layers
+  // do not fit the 32 MiB L3), as in decode.
+  std::vector<std::vector<uint8_t>> copies;
+  std::vector<quant::Weight> copy_weights;
 };
 
 std::vector<float> random_floats(int64_t n, uint64_t seed) {
@@ -51,6 +56,11 @@ const Fixture& fixture(DType t) {
     quant::quantize_rows(t, wf.data(), f->weights.data(), kN, kK, 2);
     f->w = quant::prepare_weight(t, f->weights.data(), kN, kK, true);
     f->x = random_floats(512 * kK, 2);
+    const size_t n_copies = std::max<size_t>(2, (96u << 20) / f->weights.size() + 1);
+    for (size_t i = 0; i < n_copies; ++i) {
+      f->copies.push_back(f->weights);
+      f->copy_weights.push_back(quant::prepare_weight(t, f->copies.back().data(), kN, kK, true));
+    }
   }
   return *f;
 }
@@ -65,8 +75,10 @@ void BM_Gemv(benchmark::State& state, DType t) {
   ThreadPool& p = pool(static_cast<int>(state.range(0)));
   quant::MatmulScratch scratch;
   std::vector<float> y(kN);
+  size_t i = 0;
   for (auto _ : state) {
-    quant::matmul(f.w, f.x.data(), 1, y.data(), p, scratch);
+    quant::matmul(f.copy_weights[i], f.x.data(), 1, y.data(), p, scratch);
+    i = (i + 1) % f.copy_weights.size();
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(f.weights.size()));

@@ -34,7 +34,7 @@ const gguf::File* vocab_file() {
 }
 
 const Tokenizer* tokenizer() {
-  static const Tokenizer* tok = [] () -> const Tokenizer* {
+  static const Tokenizer* tok = []() -> const Tokenizer* {
     if (vocab_file() == nullptr) return nullptr;
     auto t = Tokenizer::from_gguf(vocab_file()->metadata());
     return t.ok() ? new Tokenizer(std::move(t).value()) : nullptr;

@@ -1,7 +1,8 @@
-// `minfer make-model <out.gguf> [--preset P] [--type f32|f16|bf16] [--seed N] [--vocab FILE]`
+// `minfer make-model <out.gguf> [--preset P] [--type f32|f16|bf16|q8_0|q4_0|q4_K_M|...] [--seed N] [--vocab FILE]`
 #include <fmt/format.h>
 
 #include "cli/cli_app.h"
+#include "quant/quantize_rules.h"
 #include "tools/synthetic_model.h"
 
 namespace minfer::cli {
@@ -16,7 +17,8 @@ int make_model_command(const Args& args) {
   uint64_t seed = 42;
   app.add_option("output", out_path, "GGUF file to write")->required();
   app.add_option("--preset", preset, "shape: tiny-qwen2, tiny-qwen3, qwen2.5-0.5b, qwen3-0.6b")->capture_default_str();
-  app.add_option("--type", type_name, "weight type: f32, f16 or bf16")->capture_default_str();
+  app.add_option("--type", type_name, "weight type: f32, f16, bf16 or a `minfer quantize` type (q8_0, q4_K_M, ...)")
+      ->capture_default_str();
   app.add_option("--seed", seed, "random seed")->capture_default_str();
   app.add_option("--vocab", vocab_path, "copy the tokenizer from this GGUF (e.g. a vocab-only file)");
   if (int code = parse_args(app, args); code >= 0) return code;
@@ -26,8 +28,13 @@ int make_model_command(const Args& args) {
   if (!shape.ok()) return fail(shape.status());
   options.shape = *shape;
   auto type = dtype_from_name(type_name);
-  if (!type) return fail(invalid_argument("unknown --type '{}'", type_name));
-  options.weight_type = *type;
+  if (type && (*type == DType::F32 || *type == DType::F16 || *type == DType::BF16)) {
+    options.weight_type = *type;
+  } else if (quant::file_type_from_name(type_name)) {
+    options.quant_type = type_name;
+  } else {
+    return fail(invalid_argument("unknown --type '{}'", type_name));
+  }
   options.seed = seed;
   std::optional<gguf::File> vocab;
   if (!vocab_path.empty()) {

@@ -19,26 +19,42 @@ std::string read_text_file(const std::string& flag, const std::string& path) {
 
 void add_sampling_options(CLI::App& app, sampling::SamplerConfig* cfg) {
   const std::string g = "Sampling";
-  CLI::Option* temp = app.add_option("--temp", cfg->temp, "temperature; 0 = greedy")
-                          ->capture_default_str()->group(g);
-  app.add_flag_callback("--greedy", [cfg] { cfg->temp = 0.0f; }, "greedy decoding (same as --temp 0)")
-      ->excludes(temp)->group(g);
+  CLI::Option* temp =
+      app.add_option("--temp", cfg->temp, "temperature; 0 = greedy")->capture_default_str()->group(g);
+  app.add_flag_callback(
+         "--greedy", [cfg] { cfg->temp = 0.0f; }, "greedy decoding (same as --temp 0)")
+      ->excludes(temp)
+      ->group(g);
   app.add_option("--top-k", cfg->top_k, "top-k sampling; 0 = off")->capture_default_str()->group(g);
   app.add_option("--top-p", cfg->top_p, "nucleus sampling; 1 = off")->capture_default_str()->group(g);
-  app.add_option("--min-p", cfg->min_p, "drop tokens below P * max probability; 0 = off")->capture_default_str()->group(g);
-  app.add_option("--typical", cfg->typical_p, "locally typical sampling; 1 = off")->capture_default_str()->group(g);
-  app.add_option("--repeat-penalty", cfg->repeat_penalty, "repeat penalty; 1 = off")->capture_default_str()->group(g);
+  app.add_option("--min-p", cfg->min_p, "drop tokens below P * max probability; 0 = off")
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--typical", cfg->typical_p, "locally typical sampling; 1 = off")
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--repeat-penalty", cfg->repeat_penalty, "repeat penalty; 1 = off")
+      ->capture_default_str()
+      ->group(g);
   app.add_option("--repeat-last-n", cfg->repeat_last_n, "tokens the penalties look back; 0 = off, -1 = all")
-      ->capture_default_str()->group(g);
-  app.add_option("--frequency-penalty", cfg->frequency_penalty, "subtract N * count; 0 = off")->capture_default_str()->group(g);
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--frequency-penalty", cfg->frequency_penalty, "subtract N * count; 0 = off")
+      ->capture_default_str()
+      ->group(g);
   app.add_option("--presence-penalty", cfg->presence_penalty, "subtract N once per seen token; 0 = off")
-      ->capture_default_str()->group(g);
-  app.add_option("--dry-multiplier", cfg->dry_multiplier, "DRY penalty strength; 0 = off")->capture_default_str()->group(g);
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--dry-multiplier", cfg->dry_multiplier, "DRY penalty strength; 0 = off")
+      ->capture_default_str()
+      ->group(g);
   app.add_option("--dry-base", cfg->dry_base, "DRY exponential base")->capture_default_str()->group(g);
   app.add_option("--dry-allowed-length", cfg->dry_allowed_length, "DRY: repeats up to this length are free")
-      ->capture_default_str()->group(g);
+      ->capture_default_str()
+      ->group(g);
   app.add_option("--dry-penalty-last-n", cfg->dry_penalty_last_n, "DRY look-back; 0 = off, -1 = all")
-      ->capture_default_str()->group(g);
+      ->capture_default_str()
+      ->group(g);
   app.add_option_function<std::vector<std::string>>(
          "--dry-sequence-breakers",
          [cfg](const std::vector<std::string>& values) {
@@ -51,16 +67,27 @@ void add_sampling_options(CLI::App& app, sampling::SamplerConfig* cfg) {
            }
          },
          "DRY restart strings (escapes \\n \\t ...), repeatable; 'none' clears; default \\n : \" *")
-      ->group(g);
+      ->allow_extra_args(false)
+      ->group(g);  // one value per flag: a following prompt is not swallowed
   app.add_option("--xtc-probability", cfg->xtc_probability, "XTC: chance to exclude top choices; 0 = off")
-      ->capture_default_str()->group(g);
-  app.add_option("--xtc-threshold", cfg->xtc_threshold, "XTC: minimum probability of an excluded choice (<= 0.5)")
-      ->capture_default_str()->group(g);
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--xtc-threshold", cfg->xtc_threshold,
+                 "XTC: minimum probability of an excluded choice (<= 0.5)")
+      ->capture_default_str()
+      ->group(g);
   app.add_option("--mirostat", cfg->mirostat, "mirostat: 0 off, 1 v1, 2 v2 (replaces top-k .. temperature)")
-      ->capture_default_str()->group(g);
-  app.add_option("--mirostat-tau", cfg->mirostat_tau, "mirostat target surprise (bits)")->capture_default_str()->group(g);
-  app.add_option("--mirostat-eta", cfg->mirostat_eta, "mirostat learning rate")->capture_default_str()->group(g);
-  app.add_option("--mirostat-m", cfg->mirostat_m, "mirostat v1 estimator window")->capture_default_str()->group(g);
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--mirostat-tau", cfg->mirostat_tau, "mirostat target surprise (bits)")
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--mirostat-eta", cfg->mirostat_eta, "mirostat learning rate")
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--mirostat-m", cfg->mirostat_m, "mirostat v1 estimator window")
+      ->capture_default_str()
+      ->group(g);
   app.add_option_function<std::vector<std::string>>(
          "--logit-bias",
          [cfg](const std::vector<std::string>& values) {
@@ -70,20 +97,24 @@ void add_sampling_options(CLI::App& app, sampling::SamplerConfig* cfg) {
            }
          },
          "ID:BIAS[,ID:BIAS...] added to raw logits, repeatable (bias in [-100, 100])")
+      ->allow_extra_args(false)
       ->group(g);
   app.add_option("--seed", cfg->seed, "RNG seed; a fixed seed reproduces a run (default: random)")->group(g);
 
   const std::string c = "Constrained decoding (one of)";
-  CLI::Option* gf = app.add_option_function<std::string>(
-                           "--grammar", [cfg](const std::string& path) { cfg->grammar = read_text_file("--grammar", path); },
-                           "GBNF grammar file (root rule `root`)")
-                        ->group(c);
+  CLI::Option* gf =
+      app.add_option_function<std::string>(
+             "--grammar",
+             [cfg](const std::string& path) { cfg->grammar = read_text_file("--grammar", path); },
+             "GBNF grammar file (root rule `root`)")
+          ->group(c);
   CLI::Option* gs = app.add_option("--grammar-str", cfg->grammar, "GBNF grammar text")->group(c);
-  CLI::Option* sf = app.add_option_function<std::string>(
-                           "--json-schema",
-                           [cfg](const std::string& path) { cfg->json_schema = read_text_file("--json-schema", path); },
-                           "JSON Schema file")
-                        ->group(c);
+  CLI::Option* sf =
+      app.add_option_function<std::string>(
+             "--json-schema",
+             [cfg](const std::string& path) { cfg->json_schema = read_text_file("--json-schema", path); },
+             "JSON Schema file")
+          ->group(c);
   CLI::Option* ss = app.add_option("--json-schema-str", cfg->json_schema, "JSON Schema text")->group(c);
   gf->excludes(gs)->excludes(sf)->excludes(ss);
   gs->excludes(sf)->excludes(ss);

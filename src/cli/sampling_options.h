@@ -13,6 +13,8 @@ namespace minfer::cli {
 // mutually exclusive --grammar / --grammar-str / --json-schema / --json-schema-str. `cfg` must outlive
 // app.parse(). File flags read their file during parsing; a malformed value fails the parse, naming it.
 void add_sampling_options(CLI::App& app, sampling::SamplerConfig* cfg);
-inline void add_sampling_options(CLI::App& app, sampling::SamplerConfig& cfg) { add_sampling_options(app, &cfg); }
+inline void add_sampling_options(CLI::App& app, sampling::SamplerConfig& cfg) {
+  add_sampling_options(app, &cfg);
+}
 
 }  // namespace minfer::cli

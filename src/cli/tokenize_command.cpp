@@ -34,7 +34,8 @@ std::string escape_piece(const std::string& bytes) {
       out += fmt::format("\\x{:02x}", b);
     } else if (b >= 0x80) {
       const int n = utf8_sequence_length(b);
-      if (n > 0 && i + static_cast<size_t>(n) <= bytes.size() && utf8_valid(std::string_view(bytes).substr(i, n))) {
+      if (n > 0 && i + static_cast<size_t>(n) <= bytes.size() &&
+          utf8_valid(std::string_view(bytes).substr(i, n))) {
         out.append(bytes, i, static_cast<size_t>(n));
         i += static_cast<size_t>(n);
         continue;
@@ -51,7 +52,8 @@ std::string escape_piece(const std::string& bytes) {
 }  // namespace
 
 int tokenize_command(const Args& args) {
-  CLI::App app("Print the token ids (and pieces) of a text, as llama.cpp's llama-tokenize would.", "minfer tokenize");
+  CLI::App app("Print the token ids (and pieces) of a text, as llama.cpp's llama-tokenize would.",
+               "minfer tokenize");
   std::string path;
   std::string text;
   bool no_special = false;
@@ -98,8 +100,8 @@ int tokenize_command(const Args& args) {
   if (timing) {
     const double load_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
     const double enc_s = std::chrono::duration<double>(t2 - t1).count();
-    fmt::print(stderr, "tokenize: load {:.1f} ms, {} bytes -> {} tokens in {:.2f} ms ({:.2f} MB/s)\n", load_ms,
-               text.size(), ids.size(), enc_s * 1e3, enc_s > 0 ? text.size() / enc_s / 1e6 : 0.0);
+    fmt::print(stderr, "tokenize: load {:.1f} ms, {} bytes -> {} tokens in {:.2f} ms ({:.2f} MB/s)\n",
+               load_ms, text.size(), ids.size(), enc_s * 1e3, enc_s > 0 ? text.size() / enc_s / 1e6 : 0.0);
   }
   return 0;
 }

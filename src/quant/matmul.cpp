@@ -43,19 +43,88 @@ Weight prepare_weight(DType t, const void* data, int64_t n, int64_t k, bool allo
   const Status st = check_weight(t, n, k);
   MINFER_CHECK(st.ok(), "prepare_weight: {}", st.message());
   MINFER_CHECK(data != nullptr, "prepare_weight: null data");
-  (void)allow_repack;  // every layout is computed in place; repacked layouts are a future option
   Weight w;
   w.type = t;
   w.n = n;
   w.k = k;
   w.data = data;
   w.row_bytes = *row_bytes(t, k);
+  const kernels::RepackKernels* rp = kernels::cpu_kernels().of(t).repack;
+  if (allow_repack && rp != nullptr) {
+    const size_t bytes = rp->packed_bytes(n, k);
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    MINFER_CHECK(p != nullptr, "prepare_weight: out of memory repacking {} bytes", bytes);
+    rp->pack(data, w.row_bytes, n, k, p);
+    w.owned = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+    w.packed = p;
+    w.repack = rp;
+  }
   return w;
+}
+
+// Repacked weights: activations quantized with their per-block sums, then 8-row groups x token chunks.
+static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y, ThreadPool& pool,
+                     MatmulScratch& scratch) {
+  const kernels::TypeKernels& tk = kernels::cpu_kernels().of(w.type);
+  const int64_t k = w.k, n = w.n;
+  // Q8_0 activations also get their per-block sums (the kernels remove the weights' unsigned offset with
+  // them); Q8_K carries its own bsums.
+  const bool with_sums = tk.vec_dot_type == DType::Q8_0;
+  const int64_t nb = with_sums ? k / 32 : 0;
+  const size_t act_stride = act_row_bytes(tk.vec_dot_type, k);
+  const size_t act_bytes = (act_stride * static_cast<size_t>(m) + 63) / 64 * 64;
+  auto* buf = static_cast<uint8_t*>(scratch.reserve(act_bytes + static_cast<size_t>(m * nb) * sizeof(int32_t)));
+  auto* xsum = reinterpret_cast<int32_t*>(buf + act_bytes);
+  const size_t block_bytes = traits(tk.vec_dot_type).block_bytes;
+  auto quantize = [&](int64_t i) {
+    uint8_t* row = buf + static_cast<size_t>(i) * act_stride;
+    tk.from_float(x + i * k, row, k);
+    for (int64_t b = 0; b < nb; ++b) {  // BlockQ8_0: 2-byte d, then 32 quants
+      const auto* q = reinterpret_cast<const int8_t*>(row + static_cast<size_t>(b) * block_bytes + 2);
+      int32_t s = 0;
+      for (int j = 0; j < 32; ++j) s += q[j];
+      xsum[i * nb + b] = s;
+    }
+  };
+  const int nth = pool.n_threads();
+  if (m == 1 || nth == 1) {
+    for (int64_t i = 0; i < m; ++i) quantize(i);
+  } else {
+    pool.run([&](int ith, int nt) {
+      for (int64_t i = ith; i < m; i += nt) quantize(i);
+    });
+  }
+  const int64_t n_groups = (n + kernels::kRepackRows - 1) / kernels::kRepackRows;
+  const size_t group_bytes = w.repack->packed_bytes(kernels::kRepackRows, k);
+  // Tokens per pass: keep the activation chunk within ~512 KiB of L2 while a row group streams past it.
+  const int64_t chunk = std::max<int64_t>(4, static_cast<int64_t>((512u << 10) / act_stride) / 4 * 4);
+  auto compute = [&](int ith, int nt) {
+    const int64_t g0 = n_groups * ith / nt, g1 = n_groups * (ith + 1) / nt;
+    for (int64_t c0 = 0; c0 < m; c0 += chunk) {
+      const int nc = static_cast<int>(std::min(chunk, m - c0));
+      for (int64_t g = g0; g < g1; ++g) {
+        const int64_t r = g * kernels::kRepackRows;
+        const int nr = static_cast<int>(std::min<int64_t>(kernels::kRepackRows, n - r));
+        w.repack->gemm(k, static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(g) * group_bytes, nr,
+                       buf + static_cast<size_t>(c0) * act_stride, act_stride, xsum + c0 * nb, static_cast<size_t>(nb),
+                       nc, y + static_cast<size_t>(c0 * n + r), static_cast<size_t>(n));
+      }
+    }
+  };
+  if (nth == 1) {
+    compute(0, 1);
+  } else {
+    pool.run(compute);
+  }
 }
 
 void matmul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool& pool, MatmulScratch& scratch) {
   MINFER_CHECK(w.data != nullptr && m >= 0, "matmul: unprepared weight");
   if (m == 0) return;
+  if (w.repack != nullptr) {
+    matmul_repacked(w, x, m, y, pool, scratch);
+    return;
+  }
   const kernels::TypeKernels& tk = kernels::cpu_kernels().of(w.type);
   MINFER_DCHECK(tk.gemm_tile != nullptr);
   const int64_t n = w.n;

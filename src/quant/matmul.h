@@ -15,6 +15,10 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 
+namespace minfer::kernels {
+struct RepackKernels;
+}  // namespace minfer::kernels
+
 namespace minfer::quant {
 
 // A 2-D weight: n rows (outputs) x k columns (inputs), GGUF row-major ([out][in], ne[0] = k).
@@ -25,6 +29,10 @@ struct Weight {
   const void* data = nullptr;  // [n][row_bytes] in `type`'s block layout (not owned unless `owned` is set)
   size_t row_bytes = 0;        // bytes of one row
   std::shared_ptr<const void> owned;  // storage when prepare_weight copied/repacked the data
+  // Set when prepare_weight repacked `data` into `packed` (row groups interleaved for the GEMM kernel);
+  // `data` still points at the original rows.
+  const void* packed = nullptr;
+  const kernels::RepackKernels* repack = nullptr;
 };
 
 // Reusable per-caller buffers (quantized activations). Not shared between concurrent matmul calls.

@@ -36,13 +36,15 @@ Status SamplerConfig::validate(int32_t n_vocab) const {
     return invalid_argument("sampling: --repeat-penalty must be > 0 (1 = off), got {}", repeat_penalty);
   }
   if (repeat_last_n < -1) {
-    return invalid_argument("sampling: --repeat-last-n must be >= -1 (-1 = whole history), got {}", repeat_last_n);
+    return invalid_argument("sampling: --repeat-last-n must be >= -1 (-1 = whole history), got {}",
+                            repeat_last_n);
   }
   MINFER_RETURN_IF_ERROR(check_finite("--frequency-penalty", frequency_penalty));
   MINFER_RETURN_IF_ERROR(check_finite("--presence-penalty", presence_penalty));
 
   MINFER_RETURN_IF_ERROR(check_finite("--dry-multiplier", dry_multiplier));
-  if (dry_multiplier < 0.0f) return invalid_argument("sampling: --dry-multiplier must be >= 0, got {}", dry_multiplier);
+  if (dry_multiplier < 0.0f)
+    return invalid_argument("sampling: --dry-multiplier must be >= 0, got {}", dry_multiplier);
   MINFER_RETURN_IF_ERROR(check_finite("--dry-base", dry_base));
   if (dry_base < 1.0f) return invalid_argument("sampling: --dry-base must be >= 1, got {}", dry_base);
   if (dry_allowed_length < 0) {
@@ -63,15 +65,17 @@ Status SamplerConfig::validate(int32_t n_vocab) const {
     return invalid_argument("sampling: --mirostat must be 0 (off), 1 or 2, got {}", mirostat);
   }
   MINFER_RETURN_IF_ERROR(check_finite("--mirostat-tau", mirostat_tau));
-  if (mirostat_tau <= 0.0f) return invalid_argument("sampling: --mirostat-tau must be > 0, got {}", mirostat_tau);
+  if (mirostat_tau <= 0.0f)
+    return invalid_argument("sampling: --mirostat-tau must be > 0, got {}", mirostat_tau);
   MINFER_RETURN_IF_ERROR(check_finite("--mirostat-eta", mirostat_eta));
-  if (mirostat_eta <= 0.0f) return invalid_argument("sampling: --mirostat-eta must be > 0, got {}", mirostat_eta);
+  if (mirostat_eta <= 0.0f)
+    return invalid_argument("sampling: --mirostat-eta must be > 0, got {}", mirostat_eta);
   if (mirostat_m < 1) return invalid_argument("sampling: --mirostat-m must be >= 1, got {}", mirostat_m);
 
   for (const LogitBias& b : logit_bias) {
     if (b.token < 0 || b.token >= n_vocab) {
-      return invalid_argument("sampling: --logit-bias: token id {} is outside the vocabulary [0, {})", b.token,
-                              n_vocab);
+      return invalid_argument("sampling: --logit-bias: token id {} is outside the vocabulary [0, {})",
+                              b.token, n_vocab);
     }
     if (!std::isfinite(b.bias) || b.bias < -100.0f || b.bias > 100.0f) {
       return invalid_argument("sampling: --logit-bias: bias {} for token {} is outside [-100, 100]", b.bias,
@@ -133,12 +137,24 @@ Result<std::string> unescape_breaker(std::string_view text) {
     }
     const char c = text[++i];
     switch (c) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      case '\\': out += '\\'; break;
-      case '"': out += '"'; break;
-      case '\'': out += '\''; break;
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case '\'':
+        out += '\'';
+        break;
       default:
         return invalid_argument("--dry-sequence-breakers '{}': unknown escape '\\{}'", text, c);
     }

@@ -23,28 +23,28 @@ struct SamplerConfig {
 
   uint64_t seed = kRandomSeed;
 
-  float temp = 0.8f;          // 0 = greedy (argmax after penalties and grammar)
-  int32_t top_k = 40;         // 0 = off
-  float top_p = 0.95f;        // 1 = off
-  float min_p = 0.0f;         // 0 = off
-  float typical_p = 1.0f;     // 1 = off
-  int32_t min_keep = 0;       // every truncating sampler keeps at least this many candidates
+  float temp = 0.8f;       // 0 = greedy (argmax after penalties and grammar)
+  int32_t top_k = 40;      // 0 = off
+  float top_p = 0.95f;     // 1 = off
+  float min_p = 0.0f;      // 0 = off
+  float typical_p = 1.0f;  // 1 = off
+  int32_t min_keep = 0;    // every truncating sampler keeps at least this many candidates
 
-  float repeat_penalty = 1.0f;    // 1 = off
-  int32_t repeat_last_n = 64;     // window of the penalties; 0 = off, -1 = whole history
+  float repeat_penalty = 1.0f;  // 1 = off
+  int32_t repeat_last_n = 64;   // window of the penalties; 0 = off, -1 = whole history
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
 
-  float dry_multiplier = 0.0f;    // 0 = off
+  float dry_multiplier = 0.0f;  // 0 = off
   float dry_base = 1.75f;
   int32_t dry_allowed_length = 2;
   int32_t dry_penalty_last_n = -1;  // -1 = whole history, 0 = off
   std::vector<std::string> dry_sequence_breakers = {"\n", ":", "\"", "*"};
 
-  float xtc_probability = 0.0f;   // 0 = off
+  float xtc_probability = 0.0f;  // 0 = off
   float xtc_threshold = 0.1f;
 
-  int32_t mirostat = 0;           // 0 off, 1 v1, 2 v2 (replaces top-k .. temperature; temp 0 is still greedy)
+  int32_t mirostat = 0;  // 0 off, 1 v1, 2 v2 (replaces top-k .. temperature; temp 0 is still greedy)
   float mirostat_tau = 5.0f;
   float mirostat_eta = 0.1f;
   int32_t mirostat_m = 100;

@@ -53,7 +53,8 @@ Result<Sampler> Sampler::create(const SamplerConfig& cfg, std::shared_ptr<const 
   }
   auto state = std::make_unique<State>(cfg, vocab, seed);
   if (g) {
-    state->matcher = std::make_unique<grammar::GrammarMatcher>(g, grammar::TokenTrie::for_vocab(vocab), vocab);
+    state->matcher =
+        std::make_unique<grammar::GrammarMatcher>(g, grammar::TokenTrie::for_vocab(vocab), vocab);
   }
   return Sampler(std::move(state));
 }
@@ -62,7 +63,8 @@ Result<int32_t> Sampler::sample(std::span<float> logits) {
   State& s = *state_;
   const SamplerConfig& cfg = s.cfg;
   if (static_cast<int32_t>(logits.size()) != s.vocab->n_vocab()) {
-    return invalid_argument("sampling: got {} logits for a vocabulary of {}", logits.size(), s.vocab->n_vocab());
+    return invalid_argument("sampling: got {} logits for a vocabulary of {}", logits.size(),
+                            s.vocab->n_vocab());
   }
   if (!s.grammar_error.ok()) return s.grammar_error;
   if (s.matcher && s.matcher->finished()) {
@@ -86,9 +88,10 @@ Result<int32_t> Sampler::sample(std::span<float> logits) {
     c.data.resize(w);
     if (c.data.empty()) {
       const std::string& text = s.matcher->accepted_text();
-      return invalid_argument("grammar: no token of the vocabulary is allowed after '{}' (the grammar needs "
-                              "characters that no token provides)",
-                              text.size() <= 40 ? text : "..." + text.substr(text.size() - 40));
+      return invalid_argument(
+          "grammar: no token of the vocabulary is allowed after '{}' (the grammar needs "
+          "characters that no token provides)",
+          text.size() <= 40 ? text : "..." + text.substr(text.size() - 40));
     }
   }
   // NaN logits would poison every comparison below: drop them; -inf stays (probability 0).
@@ -130,9 +133,17 @@ void Sampler::accept_history(int32_t token) {
   state_->dry.accept(token);
 }
 
-bool Sampler::grammar_accepting() const { return !state_->matcher || state_->matcher->accepting(); }
-bool Sampler::has_grammar() const { return state_->matcher != nullptr; }
-const SamplerConfig& Sampler::config() const { return state_->cfg; }
-uint64_t Sampler::seed() const { return state_->seed; }
+bool Sampler::grammar_accepting() const {
+  return !state_->matcher || state_->matcher->accepting();
+}
+bool Sampler::has_grammar() const {
+  return state_->matcher != nullptr;
+}
+const SamplerConfig& Sampler::config() const {
+  return state_->cfg;
+}
+uint64_t Sampler::seed() const {
+  return state_->seed;
+}
 
 }  // namespace minfer::sampling

@@ -1,5 +1,6 @@
 // VocabView: what the sampler needs from a tokenizer (raw token bytes, end-of-generation ids, optionally a
-// tokenize function for DRY's multi-token sequence breakers). Filled by the engine; sampling never reads GGUF.
+// tokenize function for DRY's multi-token sequence breakers). Filled by the engine; sampling never reads
+// GGUF.
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,8 @@ Status MergeTable::init(int32_t n_tokens, size_t n_merges) {
   id_bits_ = std::max(1, static_cast<int>(std::bit_width(static_cast<uint32_t>(std::max(n_tokens, 2) - 1))));
   rank_bits_ = 64 - 2 * id_bits_;
   if (rank_bits_ < 2 || n_merges + 1 >= (uint64_t{1} << std::min(rank_bits_, 40))) {
-    return invalid_argument("tokenizer: {} tokens and {} merges do not fit the merge table", n_tokens, n_merges);
+    return invalid_argument("tokenizer: {} tokens and {} merges do not fit the merge table", n_tokens,
+                            n_merges);
   }
   rank_mask_ = (uint64_t{1} << rank_bits_) - 1;
   size_t cap = 16;
@@ -45,7 +46,9 @@ bool MergeTable::insert(int32_t left, int32_t right, int32_t rank, int32_t resul
 namespace {
 
 struct HeapGreater {
-  bool operator()(const BpeScratch::Candidate& a, const BpeScratch::Candidate& b) const { return a.order > b.order; }
+  bool operator()(const BpeScratch::Candidate& a, const BpeScratch::Candidate& b) const {
+    return a.order > b.order;
+  }
 };
 
 void push_candidate(const MergeTable& merges, BpeScratch& s, int32_t left) {

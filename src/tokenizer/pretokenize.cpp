@@ -42,11 +42,16 @@ class Matcher {
     // llama.cpp classifies the decoded value (an overlong form classifies as the character it spells).
     if (d.cp < 0x80) return {d.cp, d.len, kAsciiClass[d.cp]};
     switch (char_class(d.cp)) {
-      case CharClass::kLetter: return {d.cp, d.len, kLetter};
-      case CharClass::kNumber: return {d.cp, d.len, kNumber};
-      case CharClass::kSpace: return {d.cp, d.len, kSpace};
-      case CharClass::kMark: return {d.cp, d.len, marks_ ? kLetter : kOther};
-      case CharClass::kOther: break;
+      case CharClass::kLetter:
+        return {d.cp, d.len, kLetter};
+      case CharClass::kNumber:
+        return {d.cp, d.len, kNumber};
+      case CharClass::kSpace:
+        return {d.cp, d.len, kSpace};
+      case CharClass::kMark:
+        return {d.cp, d.len, marks_ ? kLetter : kOther};
+      case CharClass::kOther:
+        break;
     }
     return {d.cp, d.len, kOther};
   }
@@ -78,7 +83,8 @@ class Matcher {
       if (l1 == 'r' || l1 == 'v' || l1 == 'l') {
         const Char c2 = at(after + c1.len);
         const uint32_t l2 = lower_ascii(c2.cp);
-        if (c2.cls != kEnd && ((l1 == 'r' && l2 == 'e') || (l1 == 'v' && l2 == 'e') || (l1 == 'l' && l2 == 'l'))) {
+        if (c2.cls != kEnd &&
+            ((l1 == 'r' && l2 == 'e') || (l1 == 'v' && l2 == 'e') || (l1 == 'l' && l2 == 'l'))) {
           return after + c1.len + c2.len;
         }
       }
@@ -99,8 +105,8 @@ class Matcher {
     }
     // Only whitespace is left (c.cls == kSpace): \s*[\r\n]+ | \s+(?!\S) | \s+
     size_t end = pos;
-    size_t last_start = pos;     // start of the last whitespace character of the run
-    size_t after_crlf = 0;       // end of the last \r or \n in the run
+    size_t last_start = pos;  // start of the last whitespace character of the run
+    size_t after_crlf = 0;    // end of the last \r or \n in the run
     size_t count = 0;
     for (;;) {
       const Char w = at(end);
@@ -127,9 +133,10 @@ class Matcher {
 Result<PreTokenizer> pre_tokenizer_from_name(std::string_view name) {
   if (name == "qwen2" || name == "deepseek-r1-qwen") return PreTokenizer::kQwen2;
   if (name == "qwen35") return PreTokenizer::kQwen35;
-  return unsupported("tokenizer: pre-tokenizer '{}' (tokenizer.ggml.pre) is not supported; known: qwen2, "
-                     "deepseek-r1-qwen, qwen35",
-                     name);
+  return unsupported(
+      "tokenizer: pre-tokenizer '{}' (tokenizer.ggml.pre) is not supported; known: qwen2, "
+      "deepseek-r1-qwen, qwen35",
+      name);
 }
 
 std::string_view pre_tokenizer_name(PreTokenizer kind) {

@@ -28,7 +28,8 @@ std::string_view pre_tokenizer_name(PreTokenizer kind);
 //   for (std::string_view w; split.next(&w);) ...
 class WordSplitter {
  public:
-  WordSplitter(PreTokenizer kind, std::string_view text) : text_(text), marks_(kind == PreTokenizer::kQwen35) {}
+  WordSplitter(PreTokenizer kind, std::string_view text)
+      : text_(text), marks_(kind == PreTokenizer::kQwen35) {}
   // Stores the next word and returns true, or returns false at the end of the text.
   bool next(std::string_view* word);
 

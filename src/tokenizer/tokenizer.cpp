@@ -32,7 +32,7 @@ class WordCache {
  public:
   static constexpr size_t kMinSlots = size_t{1} << 12;
   static constexpr size_t kMaxSlots = size_t{1} << 17;  // ~3 MB with keys and ids
-  static constexpr size_t kMaxWord = 128;  // longer words are rare repeats; not worth the space
+  static constexpr size_t kMaxWord = 128;               // longer words are rare repeats; not worth the space
 
   void reset(uint64_t owner) {
     owner_ = owner;
@@ -49,7 +49,8 @@ class WordCache {
     for (size_t i = h & mask;; i = (i + 1) & mask) {
       const Slot& s = slots_[i];
       if (s.ids_len == 0) return false;
-      if (s.hash == h && s.key_len == word.size() && std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
+      if (s.hash == h && s.key_len == word.size() &&
+          std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
         out.insert(out.end(), ids_.begin() + s.ids_off, ids_.begin() + s.ids_off + s.ids_len);
         return true;
       }

@@ -1,5 +1,6 @@
 // Tokenizer: byte-level BPE text <-> token ids, loaded from a GGUF vocabulary, matching llama.cpp's
-// llama_tokenize(add_special=false) ids exactly for the `qwen2`/`deepseek-r1-qwen` and `qwen35` pre-tokenizers.
+// llama_tokenize(add_special=false) ids exactly for the `qwen2`/`deepseek-r1-qwen` and `qwen35`
+// pre-tokenizers.
 //
 //   MINFER_ASSIGN_OR_RETURN(gguf::File file, gguf::File::open(path));
 //   MINFER_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_gguf(file.metadata()));

@@ -17,6 +17,9 @@ constexpr uint32_t kBlockSize = 1u << kBlockBits;
 
 CharClass class_from_category(uint32_t cp) {
   if (is_white_space(cp)) return CharClass::kSpace;
+  // llama.cpp's tables are Unicode 15.1; Debian 12's utf8proc is 15.0. The one class-changing 15.1
+  // addition is CJK Extension I (Lo); the others (U+2FFC..U+2FFF, U+31EF) are symbols, "other" either way.
+  if (cp >= 0x2ebf0 && cp <= 0x2ee5d) return CharClass::kLetter;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
     case UTF8PROC_CATEGORY_LU:
     case UTF8PROC_CATEGORY_LL:

@@ -22,8 +22,8 @@ CharClass char_class(uint32_t cp);
 bool is_white_space(uint32_t cp);
 
 struct DecodedChar {
-  uint32_t cp;  // decoded value; 0xFFFD for an invalid byte
-  uint32_t len; // bytes consumed, 1..4
+  uint32_t cp;   // decoded value; 0xFFFD for an invalid byte
+  uint32_t len;  // bytes consumed, 1..4
 };
 
 // Reads one character at s[pos] (pos < s.size()) the way llama.cpp's unicode_cpt_from_utf8 does:

@@ -47,13 +47,20 @@ int hex_digit(char c) {
 
 uint8_t attr_of_type(int32_t type) {
   switch (static_cast<TokenType>(type)) {
-    case TokenType::kUnknown: return kAttrUnknown;
-    case TokenType::kUnused: return kAttrUnused;
-    case TokenType::kNormal: return kAttrNormal;
-    case TokenType::kControl: return kAttrControl;
-    case TokenType::kUserDefined: return kAttrUserDefined;
-    case TokenType::kByte: return kAttrByte;
-    default: return 0;
+    case TokenType::kUnknown:
+      return kAttrUnknown;
+    case TokenType::kUnused:
+      return kAttrUnused;
+    case TokenType::kNormal:
+      return kAttrNormal;
+    case TokenType::kControl:
+      return kAttrControl;
+    case TokenType::kUserDefined:
+      return kAttrUserDefined;
+    case TokenType::kByte:
+      return kAttrByte;
+    default:
+      return 0;
   }
 }
 
@@ -61,8 +68,9 @@ uint8_t attr_of_type(int32_t type) {
 
 std::string_view Vocab::text(int32_t id) const {
   MINFER_CHECK(id >= 0 && id < n_tokens(), "token id {} out of range [0, {})", id, n_tokens());
-  return std::string_view(texts_).substr(offsets_[static_cast<size_t>(id)],
-                                         offsets_[static_cast<size_t>(id) + 1] - offsets_[static_cast<size_t>(id)]);
+  return std::string_view(texts_).substr(
+      offsets_[static_cast<size_t>(id)],
+      offsets_[static_cast<size_t>(id) + 1] - offsets_[static_cast<size_t>(id)]);
 }
 
 const std::string& Vocab::bytes(int32_t id) const {
@@ -133,11 +141,12 @@ Status Vocab::index_merges(std::span<const std::string> merges) {
     merges_.insert(left, right, static_cast<int32_t>(rank), result);
   }
   if (skipped > 0) {
-    MINFER_LOG_WARN("tokenizer: ignored {} of {} merges whose parts or result are not tokens (first: '{}')", skipped,
-                    merges.size(), first_skipped);
+    MINFER_LOG_WARN("tokenizer: ignored {} of {} merges whose parts or result are not tokens (first: '{}')",
+                    skipped, merges.size(), first_skipped);
   }
   if (merges_.size() == 0) {
-    return invalid_argument("tokenizer: tokenizer.ggml.merges has no usable merge ({} entries)", merges.size());
+    return invalid_argument("tokenizer: tokenizer.ggml.merges has no usable merge ({} entries)",
+                            merges.size());
   }
   return Status::ok_status();
 }
@@ -156,11 +165,12 @@ void Vocab::apply_name_rules() {
   };
   // llama.cpp walks a hash map and takes the first hit; list order makes the choice deterministic
   // (<|im_end|> before <|endoftext|>, matching what llama.cpp reports for Qwen vocabularies).
-  detect(ids_.eot, {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-                    "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>"});
+  detect(ids_.eot,
+         {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
+          "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>"});
   detect(ids_.eom, {"<|eom_id|>"});
-  detect(ids_.fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
-                        "<|code_prefix|>", "<|prefix|>"});
+  detect(ids_.fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>",
+                        "▁<PRE>", "<|code_prefix|>", "<|prefix|>"});
   detect(ids_.fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
                         "<|code_suffix|>", "<|suffix|>"});
   detect(ids_.fim_mid, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
@@ -169,21 +179,40 @@ void Vocab::apply_name_rules() {
   detect(ids_.fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"});
   detect(ids_.fim_sep, {"<|file_sep|>"});
 
-  // End of generation: fim pad/rep/sep, every token named like an end marker (forced to CONTROL), eos/eot/eom.
+  // End of generation: fim pad/rep/sep, every token named like an end marker (forced to CONTROL),
+  // eos/eot/eom.
   std::vector<int32_t> eog;
   for (const int32_t id : {ids_.fim_pad, ids_.fim_rep, ids_.fim_sep}) {
     if (id >= 0) eog.push_back(id);
   }
-  for (const std::string_view name :
-       {"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
-        "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-        "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~["}) {
+  for (const std::string_view name : {"<|eot_id|>",
+                                      "<|im_end|>",
+                                      "<|end|>",
+                                      "<|return|>",
+                                      "<|call|>",
+                                      "<|flush|>",
+                                      "<|calls|>",
+                                      "<end_of_turn>",
+                                      "<|endoftext|>",
+                                      "</s>",
+                                      "<|eom_id|>",
+                                      "<EOT>",
+                                      "_<EOT>",
+                                      "[EOT]",
+                                      "[EOS]",
+                                      "<|end_of_text|>",
+                                      "<end_of_utterance>",
+                                      "<eos>",
+                                      "<turn|>",
+                                      "<|tool_response>",
+                                      "<｜end▁of▁sentence｜>",
+                                      "[e~["}) {
     const int32_t id = find(name);
     if (id < 0) continue;
     eog.push_back(id);
     if ((attrs_[static_cast<size_t>(id)] & kAttrControl) == 0) {
-      MINFER_LOG_DEBUG("tokenizer: control-looking token {} '{}' was not control-type; treating it as control", id,
-                       name);
+      MINFER_LOG_DEBUG(
+          "tokenizer: control-looking token {} '{}' was not control-type; treating it as control", id, name);
       set_control(id);
     }
   }
@@ -206,13 +235,15 @@ void Vocab::apply_name_rules() {
     attrs_[static_cast<size_t>(id)] = attr;
   };
   const bool has_call = has("<|call|>") || has("<|calls|>");
-  if (has("<|end|>") && has_call && (has("<|return|>") || has("<|flush|>"))) drop("<|end|>", kAttrUserDefined);
+  if (has("<|end|>") && has_call && (has("<|return|>") || has("<|flush|>")))
+    drop("<|end|>", kAttrUserDefined);
   if (has("<|tool_response>") && has("</s>")) drop("</s>", kAttrNormal);
 
   // ChatML markers are always special, whatever the GGUF says (llama.cpp already forces the last two).
   for (const std::string_view name : {"<|im_start|>", "<|im_end|>", "<|endoftext|>"}) {
     const int32_t id = find(name);
-    if (id >= 0 && (attrs_[static_cast<size_t>(id)] & (kAttrControl | kAttrUserDefined)) == 0) set_control(id);
+    if (id >= 0 && (attrs_[static_cast<size_t>(id)] & (kAttrControl | kAttrUserDefined)) == 0)
+      set_control(id);
   }
 
   eog_.assign(static_cast<size_t>(n_tokens()), 0);
@@ -227,8 +258,9 @@ Result<Vocab> Vocab::build(const VocabSpec& spec) {
                        spec.model);
   }
   if (spec.pre.empty()) {
-    return invalid_argument("tokenizer: tokenizer.ggml.pre is missing; minfer needs the pre-tokenizer name "
-                            "(qwen2, deepseek-r1-qwen or qwen35)");
+    return invalid_argument(
+        "tokenizer: tokenizer.ggml.pre is missing; minfer needs the pre-tokenizer name "
+        "(qwen2, deepseek-r1-qwen or qwen35)");
   }
   MINFER_ASSIGN_OR_RETURN(v.pre_, pre_tokenizer_from_name(spec.pre));
   if (spec.tokens.empty()) return invalid_argument("tokenizer: tokenizer.ggml.tokens is empty");
@@ -269,32 +301,36 @@ Result<Vocab> Vocab::build(const VocabSpec& spec) {
     append_utf8(byte_to_codepoint(static_cast<uint8_t>(b)), t);
     v.byte_ids_[static_cast<size_t>(b)] = v.find(t);
     if (v.byte_ids_[static_cast<size_t>(b)] < 0) {
-      return invalid_argument("tokenizer: the vocabulary has no token for byte 0x{:02x} ('{}'); byte-level BPE "
-                              "needs all 256",
-                              b, t);
+      return invalid_argument(
+          "tokenizer: the vocabulary has no token for byte 0x{:02x} ('{}'); byte-level BPE "
+          "needs all 256",
+          b, t);
     }
   }
   MINFER_RETURN_IF_ERROR(v.index_merges(spec.merges));
 
   // Special ids from the GGUF: out-of-range values are ignored with a warning, as llama.cpp does.
   v.ids_ = spec.ids;
-  for (int32_t* id : {&v.ids_.bos, &v.ids_.eos, &v.ids_.eot, &v.ids_.eom, &v.ids_.unk, &v.ids_.sep, &v.ids_.pad,
-                      &v.ids_.mask, &v.ids_.fim_pre, &v.ids_.fim_suf, &v.ids_.fim_mid, &v.ids_.fim_pad,
-                      &v.ids_.fim_rep, &v.ids_.fim_sep}) {
+  for (int32_t* id : {&v.ids_.bos, &v.ids_.eos, &v.ids_.eot, &v.ids_.eom, &v.ids_.unk, &v.ids_.sep,
+                      &v.ids_.pad, &v.ids_.mask, &v.ids_.fim_pre, &v.ids_.fim_suf, &v.ids_.fim_mid,
+                      &v.ids_.fim_pad, &v.ids_.fim_rep, &v.ids_.fim_sep}) {
     if (*id >= n) {
-      MINFER_LOG_WARN("tokenizer: special token id {} is outside the vocabulary ({} tokens); ignoring it", *id, n);
+      MINFER_LOG_WARN("tokenizer: special token id {} is outside the vocabulary ({} tokens); ignoring it",
+                      *id, n);
       *id = -1;
     }
   }
   v.add_bos_ = spec.add_bos;
   v.add_eos_ = spec.add_eos;
   if (v.add_bos_ && v.ids_.bos < 0) {
-    return invalid_argument("tokenizer: tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is "
-                            "not set");
+    return invalid_argument(
+        "tokenizer: tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is "
+        "not set");
   }
   if (v.add_eos_ && v.ids_.eos < 0) {
-    return invalid_argument("tokenizer: tokenizer.ggml.add_eos_token is true but tokenizer.ggml.eos_token_id is "
-                            "not set");
+    return invalid_argument(
+        "tokenizer: tokenizer.ggml.add_eos_token is true but tokenizer.ggml.eos_token_id is "
+        "not set");
   }
   v.apply_name_rules();
 

@@ -44,12 +44,12 @@ struct SpecialIds {
 
 // Plain description of a vocabulary, as tokenizer.ggml.* holds it. Spans must outlive Vocab::build only.
 struct VocabSpec {
-  std::string model;                       // tokenizer.ggml.model; must be "gpt2"
-  std::string pre;                         // tokenizer.ggml.pre
-  std::span<const std::string> tokens;     // GPT-2 byte-unicode strings, id order
-  std::vector<int32_t> token_types;        // TokenType per token; empty = all NORMAL
-  std::span<const std::string> merges;     // "left right", rank order
-  SpecialIds ids;                          // from the *_token_id keys (-1 = key absent)
+  std::string model;                    // tokenizer.ggml.model; must be "gpt2"
+  std::string pre;                      // tokenizer.ggml.pre
+  std::span<const std::string> tokens;  // GPT-2 byte-unicode strings, id order
+  std::vector<int32_t> token_types;     // TokenType per token; empty = all NORMAL
+  std::span<const std::string> merges;  // "left right", rank order
+  SpecialIds ids;                       // from the *_token_id keys (-1 = key absent)
   bool add_bos = false;
   bool add_eos = false;
 };
@@ -85,14 +85,14 @@ class Vocab {
   Status index_texts();
   Status index_merges(std::span<const std::string> merges);
 
-  std::string texts_;                // all token strings back to back
-  std::vector<uint32_t> offsets_;    // texts_ offsets, n_tokens + 1
-  std::vector<std::string> bytes_;   // token_bytes per id
-  std::vector<uint8_t> types_;       // TokenType per id
-  std::vector<uint8_t> attrs_;       // TokenAttr bits per id
-  std::vector<uint8_t> eog_;         // 1 for end-of-generation ids
-  std::vector<int32_t> eog_ids_;     // sorted
-  std::vector<uint32_t> index_;      // open-addressing text -> id + 1 (0 = empty)
+  std::string texts_;               // all token strings back to back
+  std::vector<uint32_t> offsets_;   // texts_ offsets, n_tokens + 1
+  std::vector<std::string> bytes_;  // token_bytes per id
+  std::vector<uint8_t> types_;      // TokenType per id
+  std::vector<uint8_t> attrs_;      // TokenAttr bits per id
+  std::vector<uint8_t> eog_;        // 1 for end-of-generation ids
+  std::vector<int32_t> eog_ids_;    // sorted
+  std::vector<uint32_t> index_;     // open-addressing text -> id + 1 (0 = empty)
   uint64_t index_mask_ = 0;
   std::array<int32_t, 256> byte_ids_{};
   MergeTable merges_;

@@ -37,7 +37,8 @@ Result<Tokenizer> Tokenizer::from_gguf(const gguf::Metadata& meta) {
   MINFER_ASSIGN_OR_RETURN(spec.pre, meta.get_string_or("tokenizer.ggml.pre", ""));
   MINFER_ASSIGN_OR_RETURN(spec.tokens, string_array(meta, "tokenizer.ggml.tokens"));
   if (meta.contains("tokenizer.ggml.token_type")) {
-    MINFER_ASSIGN_OR_RETURN(const std::vector<int64_t> types, meta.get_int_array("tokenizer.ggml.token_type"));
+    MINFER_ASSIGN_OR_RETURN(const std::vector<int64_t> types,
+                            meta.get_int_array("tokenizer.ggml.token_type"));
     spec.token_types.reserve(types.size());
     for (const int64_t t : types) spec.token_types.push_back(t >= 0 && t <= 6 ? static_cast<int32_t>(t) : 0);
   }

@@ -7,6 +7,8 @@
 #include "core/byte_unicode.h"
 #include "core/fp16.h"
 #include "core/rng.h"
+#include "quant/quant.h"
+#include "quant/quantize_rules.h"
 
 namespace minfer::tools {
 namespace {
@@ -87,6 +89,19 @@ gguf::Writer::Producer normal_tensor(uint64_t seed, int64_t n, float mean, float
   };
 }
 
+// A quantized tensor: the same f32 draws as normal_tensor, encoded row by row into `type`.
+gguf::Writer::Producer quantized_tensor(uint64_t seed, std::vector<int64_t> ne, float mean, float std, DType type) {
+  return [=]() -> Result<std::vector<uint8_t>> {
+    const int64_t rows = ne.size() > 1 ? ne[1] : 1;
+    Rng rng(seed);
+    std::vector<float> f(static_cast<size_t>(ne[0] * rows));
+    for (float& v : f) v = mean + std * static_cast<float>(rng.normal());
+    std::vector<uint8_t> out(*row_bytes(type, ne[0]) * static_cast<size_t>(rows));
+    quant::quantize_rows(type, f.data(), out.data(), rows, ne[0], 2);
+    return out;
+  };
+}
+
 }  // namespace
 
 std::vector<std::string> synthetic_preset_names() { return {"tiny-qwen2", "tiny-qwen3", "qwen2.5-0.5b", "qwen3-0.6b"}; }
@@ -114,7 +129,12 @@ Result<SyntheticShape> synthetic_preset(const std::string& name) {
 Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
   const SyntheticShape& s = options.shape;
   if (s.arch != "qwen2" && s.arch != "qwen3") return unsupported("synthetic model: unsupported architecture '{}'", s.arch);
-  if (options.weight_type != DType::F32 && options.weight_type != DType::F16 && options.weight_type != DType::BF16) {
+  std::optional<quant::FileType> qtype;
+  if (!options.quant_type.empty()) {
+    qtype = quant::file_type_from_name(options.quant_type);
+    if (!qtype) return invalid_argument("synthetic model: unknown quantization type '{}'", options.quant_type);
+  } else if (options.weight_type != DType::F32 && options.weight_type != DType::F16 &&
+             options.weight_type != DType::BF16) {
     return unsupported("synthetic model: weight type {} is not generated directly; write f32 and run `minfer quantize`",
                        dtype_name(options.weight_type));
   }
@@ -139,7 +159,10 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
     meta.set(a + ".attention.key_length", Value::u32(s.head_dim));
     meta.set(a + ".attention.value_length", Value::u32(s.head_dim));
   }
-  const uint32_t file_type = options.weight_type == DType::F32 ? 0 : options.weight_type == DType::F16 ? 1 : 32;
+  const uint32_t file_type = qtype                                ? qtype->ftype
+                             : options.weight_type == DType::F32 ? 0
+                             : options.weight_type == DType::F16 ? 1
+                                                                 : 32;
   meta.set("general.file_type", Value::u32(file_type));
   meta.set("general.quantization_version", Value::u32(2));
 
@@ -160,12 +183,20 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
 
   const int64_t E = s.n_embd, V = static_cast<int64_t>(n_vocab), F = s.n_ff, D = s.head_dim;
   const int64_t Q = static_cast<int64_t>(s.n_head) * D, KV = static_cast<int64_t>(s.n_head_kv) * D;
-  const DType wt = options.weight_type;
+  const DType wt = qtype ? DType::F32 : options.weight_type;
   uint64_t seed = options.seed;
+  // Tensors are collected first so the quantization rules can see the whole model (layer counts).
+  struct Pending {
+    std::string name;
+    std::vector<int64_t> ne;
+    float mean, std;
+    DType type;
+    uint64_t seed;
+  };
+  std::vector<Pending> pending;
   auto add = [&](const std::string& name, std::vector<int64_t> ne, float mean, float std, DType type) -> Status {
-    int64_t n = 1;
-    for (int64_t d : ne) n *= d;
-    return w.add_tensor(name, type, std::move(ne), normal_tensor(++seed * 0x9e3779b97f4a7c15ULL, n, mean, std, type));
+    pending.push_back({name, std::move(ne), mean, std, type, ++seed * 0x9e3779b97f4a7c15ULL});
+    return Status::ok_status();
   };
   const float inv_sqrt_e = 1.0f / std::sqrt(static_cast<float>(E));
   MINFER_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, 0.0f, 4.0f * inv_sqrt_e, wt));
@@ -190,6 +221,31 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
     MINFER_RETURN_IF_ERROR(add(p + "ffn_gate.weight", {E, F}, 0.0f, inv_sqrt_e, wt));
     MINFER_RETURN_IF_ERROR(add(p + "ffn_up.weight", {E, F}, 0.0f, inv_sqrt_e, wt));
     MINFER_RETURN_IF_ERROR(add(p + "ffn_down.weight", {F, E}, 0.0f, 2.5f / std::sqrt(static_cast<float>(F)), wt));
+  }
+  std::vector<quant::TensorDecision> decisions;
+  if (qtype) {
+    std::vector<quant::TensorDesc> descs;
+    for (const Pending& t : pending) {
+      quant::TensorDesc d;
+      d.name = t.name;
+      d.type = t.type;
+      d.n_dims = static_cast<int>(t.ne.size());
+      for (size_t i = 0; i < t.ne.size(); ++i) d.ne[i] = t.ne[i];
+      descs.push_back(std::move(d));
+    }
+    decisions = quant::choose_tensor_types(*qtype, descs);
+  }
+  for (size_t i = 0; i < pending.size(); ++i) {
+    Pending& t = pending[i];
+    int64_t n = 1;
+    for (int64_t d : t.ne) n *= d;
+    if (qtype && decisions[i].quantize) {
+      const DType qt = decisions[i].type;
+      MINFER_RETURN_IF_ERROR(w.add_tensor(t.name, qt, t.ne, quantized_tensor(t.seed, t.ne, t.mean, t.std, qt)));
+    } else {
+      MINFER_RETURN_IF_ERROR(
+          w.add_tensor(t.name, t.type, std::move(t.ne), normal_tensor(t.seed, n, t.mean, t.std, t.type)));
+    }
   }
   return w;
 }

@@ -36,14 +36,17 @@ std::vector<std::string> synthetic_preset_names();
 struct SyntheticOptions {
   SyntheticShape shape;
   DType weight_type = DType::F32;  // 2-D weights; norms and biases stay F32
+  // When set (a `minfer quantize --type` name such as "q8_0", "q4_0", "q4_K_M"), 2-D weights are drawn in
+  // f32 and encoded with the quantizer and llama-quantize's per-tensor type rules; weight_type is ignored.
+  std::string quant_type;
   uint64_t seed = 42;
   // Tokenizer keys (tokenizer.*) are copied from this GGUF when set; otherwise a small byte-level BPE
   // vocabulary (256 byte tokens, a few merges, ChatML specials) is generated.
   const gguf::File* vocab_source = nullptr;
 };
 
-// Builds the writer for a synthetic model (tensor data is generated when written). Only F32, F16 and
-// BF16 weights are encoded here; quantized files come from `minfer quantize` on the result.
+// Builds the writer for a synthetic model (tensor data is generated when written): F32, F16 or BF16
+// weights, or any `minfer quantize` type through `quant_type`.
 Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options);
 
 }  // namespace minfer::tools

@@ -1,5 +1,8 @@
 // Untrusted templates: runaway loops, recursion, output bombs and deep nesting stop with kOutOfRange
 // (or a parse error) instead of hanging or crashing; ChatTemplate's own API.
+#include <thread>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "chat/chat_template.h"
@@ -98,6 +101,30 @@ TEST(ChatTemplateApi, ChatMlFallbackAndVariables) {
   r = ChatTemplate::parse("{{ tools | tojson }}")->render(in);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, R"([{"type": "function"}])");
+}
+
+TEST(ChatTemplateApi, ConcurrentRendersOfOneTemplateAgree) {
+  auto t = ChatTemplate::parse(
+      "{%- set ns = namespace(n=0) %}{%- macro tag(r) %}<{{ r | upper }}>{% endmacro %}"
+      "{%- for m in messages %}{% set ns.n = ns.n + 1 %}{{ tag(m.role) }}{{ m.content | tojson }}{{ ns.n }}\n{% endfor %}");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ChatInputs in;
+  for (int i = 0; i < 20; ++i) in.messages.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", std::to_string(i)}});
+  const Result<std::string> want = t->render(in);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (size_t k = 0; k < mismatches.size(); ++k) {
+    threads.emplace_back([&, k] {
+      const ChatTemplate copy = *t;
+      for (int rep = 0; rep < 50; ++rep) {
+        auto got = copy.render(in);
+        if (!got.ok() || *got != *want) ++mismatches[k];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int m : mismatches) EXPECT_EQ(m, 0);
 }
 
 TEST(ChatTemplateApi, UnsupportedConstructIsRefusedAtParseWithItsLine) {

@@ -32,9 +32,13 @@ TEST_P(MatmulTest, EqualsVecDotForAnyThreadCountAndShape) {
     const size_t xs = *row_bytes(tk.vec_dot_type, k);
     std::vector<uint8_t> xq(xs * static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) tk.from_float(x.data() + i * k, xq.data() + i * xs, k);
+    // Repacked weights accumulate per row in block order like the scalar reference (bitwise); plain
+    // layouts use this ISA's vec_dot.
+    const kernels::VecDotFn dot =
+        w.repack != nullptr ? kernels::cpu_kernels_for(kernels::Isa::kGeneric)->of(t).vec_dot : tk.vec_dot;
     std::vector<float> want(static_cast<size_t>(m * n));
     for (int64_t i = 0; i < m; ++i) {
-      for (int64_t r = 0; r < n; ++r) tk.vec_dot(k, &want[i * n + r], wbytes.data() + r * w.row_bytes, xq.data() + i * xs);
+      for (int64_t r = 0; r < n; ++r) dot(k, &want[i * n + r], wbytes.data() + r * w.row_bytes, xq.data() + i * xs);
     }
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
@@ -59,6 +63,19 @@ TEST_P(MatmulTest, EqualsVecDotForAnyThreadCountAndShape) {
       }
     }
   }
+}
+
+TEST_P(MatmulTest, RepackedAndPlainLayoutsAgree) {
+  const DType t = GetParam();
+  const int64_t k = 256, n = 21, m = 6;
+  const std::vector<uint8_t> wbytes = quantized(t, random_floats(n * k, 8), n, k);
+  const std::vector<float> x = random_floats(m * k, 9);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  std::vector<float> a(m * n), b(m * n);
+  matmul(prepare_weight(t, wbytes.data(), n, k, /*allow_repack=*/true), x.data(), m, a.data(), pool, scratch);
+  matmul(prepare_weight(t, wbytes.data(), n, k, /*allow_repack=*/false), x.data(), m, b.data(), pool, scratch);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 * (1.0 + std::fabs(b[i]))) << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, MatmulTest, ::testing::ValuesIn(kComputeTypes),

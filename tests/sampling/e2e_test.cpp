@@ -74,7 +74,8 @@ TEST(SamplingEndToEnd, SchemaConstrainedGenerationsValidate) {
         ++finished;
         const json doc = json::parse(o.text, nullptr, false);
         ASSERT_FALSE(doc.is_discarded()) << model << " seed " << seed << ": not JSON: " << o.text;
-        EXPECT_TRUE(schema_check::validate(doc, schema, schema)) << model << " seed " << seed << ": " << o.text;
+        EXPECT_TRUE(schema_check::validate(doc, schema, schema))
+            << model << " seed " << seed << ": " << o.text;
       }
       EXPECT_GE(finished, 3) << model << " " << schema_text;
     }
@@ -106,7 +107,8 @@ TEST(SamplingEndToEnd, GrammarConstrainedGenerationsParse) {
     greedy.grammar = gbnf;
     greedy.temp = 0.0f;
     const Outcome o = run("qwen2-mini-q8_0.gguf", greedy, "Output:");
-    EXPECT_TRUE(o.finished ? grammar::grammar_accepts(*g, o.text) : is_prefix_of_language(gbnf, o.text)) << o.text;
+    EXPECT_TRUE(o.finished ? grammar::grammar_accepts(*g, o.text) : is_prefix_of_language(gbnf, o.text))
+        << o.text;
     total_finished += finished;
   }
   // EOG is unlikely exactly where these grammars accept (random weights), so not every grammar finishes.

@@ -14,16 +14,21 @@ std::shared_ptr<const Grammar> must_parse(const std::string& text) {
   return g.ok() ? *g : nullptr;
 }
 
-void check(const std::string& gbnf, const std::vector<std::string>& accept, const std::vector<std::string>& reject) {
+void check(const std::string& gbnf, const std::vector<std::string>& accept,
+           const std::vector<std::string>& reject) {
   auto g = must_parse(gbnf);
   ASSERT_TRUE(g);
-  for (const std::string& s : accept) EXPECT_TRUE(grammar_accepts(g, s)) << "should accept '" << s << "' with\n" << gbnf;
-  for (const std::string& s : reject) EXPECT_FALSE(grammar_accepts(g, s)) << "should reject '" << s << "' with\n" << gbnf;
+  for (const std::string& s : accept)
+    EXPECT_TRUE(grammar_accepts(g, s)) << "should accept '" << s << "' with\n" << gbnf;
+  for (const std::string& s : reject)
+    EXPECT_FALSE(grammar_accepts(g, s)) << "should reject '" << s << "' with\n" << gbnf;
   // The printed grammar is GBNF again and means the same.
   auto again = Grammar::parse(g->to_gbnf());
   ASSERT_TRUE(again.ok()) << again.status().message() << "\n" << g->to_gbnf();
-  for (const std::string& s : accept) EXPECT_TRUE(grammar_accepts(*again, s)) << "printed grammar lost '" << s << "'";
-  for (const std::string& s : reject) EXPECT_FALSE(grammar_accepts(*again, s)) << "printed grammar took '" << s << "'";
+  for (const std::string& s : accept)
+    EXPECT_TRUE(grammar_accepts(*again, s)) << "printed grammar lost '" << s << "'";
+  for (const std::string& s : reject)
+    EXPECT_FALSE(grammar_accepts(*again, s)) << "printed grammar took '" << s << "'";
 }
 
 void expect_error(const std::string& gbnf, const std::string& needle) {
@@ -33,7 +38,8 @@ void expect_error(const std::string& gbnf, const std::string& needle) {
 }
 
 TEST(Gbnf, LiteralsAndEscapes) {
-  check(R"(root ::= "a\n\t\"\\\x41\u00e9\U0001F600")", {"a\n\t\"\\A\xC3\xA9\xF0\x9F\x98\x80"}, {"a", "a\n\t\"\\A"});
+  check(R"(root ::= "a\n\t\"\\\x41\u00e9\U0001F600")", {"a\n\t\"\\A\xC3\xA9\xF0\x9F\x98\x80"},
+        {"a", "a\n\t\"\\A"});
   check(R"(root ::= "hello" " " "world")", {"hello world"}, {"hello", "helloworld", "hello world!"});
   check("root ::= \"caf\xC3\xA9\"", {"caf\xC3\xA9"}, {"cafe", "caf\xC3"});
 }
@@ -80,7 +86,8 @@ TEST(Gbnf, ReportsErrors) {
   expect_error("rot ::= \"a\"", "no 'root' rule");
   expect_error("root ::= root \"a\" | \"b\"", "left recursion in rule 'root'");
   expect_error("root ::= a\na ::= b \"x\"\nb ::= a | \"y\"", "left recursion");
-  expect_error("root ::= e a\ne ::= \"\" | \"q\"\na ::= e a \"x\" | \"y\"", "left recursion");  // through nullable e
+  expect_error("root ::= e a\ne ::= \"\" | \"q\"\na ::= e a \"x\" | \"y\"",
+               "left recursion");  // through nullable e
   expect_error("root ::= \"a\\q\"", "unknown escape");
   expect_error("root ::= \"abc", "end of input");
   expect_error("root ::= [abc", "end of input");

@@ -35,13 +35,15 @@ inline const json* resolve(const json& root, const std::string& ref) {
 inline bool valid_format(const std::string& fmt_name, const std::string& s) {
   static const std::regex date(R"(^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$)");
   static const std::regex time(R"(^([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$)");
-  static const std::regex uuid(R"(^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$)");
+  static const std::regex uuid(
+      R"(^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$)");
   if (fmt_name == "date") return std::regex_match(s, date);
   if (fmt_name == "time") return std::regex_match(s, time);
   if (fmt_name == "uuid") return std::regex_match(s, uuid);
   if (fmt_name == "date-time") {
     const size_t t = s.find('T');
-    return t != std::string::npos && valid_format("date", s.substr(0, t)) && valid_format("time", s.substr(t + 1));
+    return t != std::string::npos && valid_format("date", s.substr(0, t)) &&
+           valid_format("time", s.substr(t + 1));
   }
   return false;
 }
@@ -53,7 +55,8 @@ inline bool type_matches(const json& v, const std::string& t) {
   if (t == "boolean") return v.is_boolean();
   if (t == "null") return v.is_null();
   if (t == "number") return v.is_number();
-  if (t == "integer") return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+  if (t == "integer")
+    return v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
   return false;
 }
 
@@ -127,7 +130,8 @@ inline bool validate(const json& v, const json& s, const json& root) {
     const std::string str = v.get<std::string>();
     if (s.contains("minLength") && code_points(str) < s["minLength"].get<size_t>()) return false;
     if (s.contains("maxLength") && code_points(str) > s["maxLength"].get<size_t>()) return false;
-    if (s.contains("pattern") && !std::regex_search(str, std::regex(s["pattern"].get<std::string>()))) return false;
+    if (s.contains("pattern") && !std::regex_search(str, std::regex(s["pattern"].get<std::string>())))
+      return false;
     if (s.contains("format") && !valid_format(s["format"].get<std::string>(), str)) return false;
   }
   if (v.is_number()) {

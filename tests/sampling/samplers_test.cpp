@@ -11,7 +11,8 @@ namespace {
 
 Candidates from_probs(const std::vector<float>& probs) {
   Candidates c;
-  for (size_t i = 0; i < probs.size(); ++i) c.data.push_back({static_cast<int32_t>(i), std::log(probs[i]), 0.0f});
+  for (size_t i = 0; i < probs.size(); ++i)
+    c.data.push_back({static_cast<int32_t>(i), std::log(probs[i]), 0.0f});
   return c;
 }
 

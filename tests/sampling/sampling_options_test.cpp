@@ -2,6 +2,7 @@
 // or malformed values fail the parse.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "cli/sampling_options.h"
@@ -25,14 +26,56 @@ bool parse(std::vector<std::string> args, sampling::SamplerConfig* cfg) {
 
 TEST(SamplingOptions, EveryFlagLandsInTheConfig) {
   sampling::SamplerConfig cfg;
-  ASSERT_TRUE(parse({"--temp", "0.5", "--top-k", "7", "--top-p", "0.9", "--min-p", "0.1", "--typical", "0.8",
-                     "--repeat-penalty", "1.2", "--repeat-last-n", "32", "--frequency-penalty", "0.3",
-                     "--presence-penalty", "0.4", "--dry-multiplier", "0.8", "--dry-base", "2",
-                     "--dry-allowed-length", "3", "--dry-penalty-last-n", "128", "--dry-sequence-breakers", "\\n",
-                     "--dry-sequence-breakers", "###", "--xtc-probability", "0.5", "--xtc-threshold", "0.2",
-                     "--mirostat", "2", "--mirostat-tau", "4", "--mirostat-eta", "0.2", "--mirostat-m", "50",
-                     "--logit-bias", "15043:-2.0,198:1.5", "--logit-bias", "7+1", "--seed", "99",
-                     "--grammar-str", "root ::= \"a\""},
+  ASSERT_TRUE(parse({"--temp",
+                     "0.5",
+                     "--top-k",
+                     "7",
+                     "--top-p",
+                     "0.9",
+                     "--min-p",
+                     "0.1",
+                     "--typical",
+                     "0.8",
+                     "--repeat-penalty",
+                     "1.2",
+                     "--repeat-last-n",
+                     "32",
+                     "--frequency-penalty",
+                     "0.3",
+                     "--presence-penalty",
+                     "0.4",
+                     "--dry-multiplier",
+                     "0.8",
+                     "--dry-base",
+                     "2",
+                     "--dry-allowed-length",
+                     "3",
+                     "--dry-penalty-last-n",
+                     "128",
+                     "--dry-sequence-breakers",
+                     "\\n",
+                     "--dry-sequence-breakers",
+                     "###",
+                     "--xtc-probability",
+                     "0.5",
+                     "--xtc-threshold",
+                     "0.2",
+                     "--mirostat",
+                     "2",
+                     "--mirostat-tau",
+                     "4",
+                     "--mirostat-eta",
+                     "0.2",
+                     "--mirostat-m",
+                     "50",
+                     "--logit-bias",
+                     "15043:-2.0,198:1.5",
+                     "--logit-bias",
+                     "7+1",
+                     "--seed",
+                     "99",
+                     "--grammar-str",
+                     "root ::= \"a\""},
                     &cfg));
   EXPECT_FLOAT_EQ(cfg.temp, 0.5f);
   EXPECT_EQ(cfg.top_k, 7);
@@ -58,6 +101,20 @@ TEST(SamplingOptions, EveryFlagLandsInTheConfig) {
   EXPECT_EQ(cfg.logit_bias[2].token, 7);
   EXPECT_EQ(cfg.seed, 99u);
   EXPECT_EQ(cfg.grammar, "root ::= \"a\"");
+}
+
+TEST(SamplingOptions, RepeatableFlagsTakeOneValueEach) {
+  sampling::SamplerConfig cfg;
+  CLI::App app("test");
+  std::string prompt;
+  app.add_option("prompt", prompt);
+  add_sampling_options(app, &cfg);
+  std::vector<std::string> args = {"--logit-bias", "1:2", "--dry-sequence-breakers", "none", "hello"};
+  std::reverse(args.begin(), args.end());
+  ASSERT_NO_THROW(app.parse(args));
+  EXPECT_EQ(prompt, "hello");
+  EXPECT_TRUE(cfg.dry_sequence_breakers.empty());
+  EXPECT_EQ(cfg.logit_bias.size(), 1u);
 }
 
 TEST(SamplingOptions, GreedyAndFiles) {

@@ -18,9 +18,29 @@ namespace {
 std::shared_ptr<const VocabView> test_vocab() {
   auto v = std::make_shared<VocabView>();
   for (int b = 0; b < 256; ++b) v->token_bytes.emplace_back(1, static_cast<char>(b));
-  for (const char* s : {"ab", "abc", "{\"", "\":", "\"}", "\xC3\xA9", "\xC3\xA9!", "\xE3\x81", "\x93\xE3",
-                        "\xE3\x81\x93", "\xE6\x97\xA5\xE6\x9C\xAC", "true", "false", "null", " \"", "\",", "12",
-                        "- ", "e4", " e5\n", "int", "return", "ab" /* duplicate of 256 */}) {
+  for (const char* s : {"ab",
+                        "abc",
+                        "{\"",
+                        "\":",
+                        "\"}",
+                        "\xC3\xA9",
+                        "\xC3\xA9!",
+                        "\xE3\x81",
+                        "\x93\xE3",
+                        "\xE3\x81\x93",
+                        "\xE6\x97\xA5\xE6\x9C\xAC",
+                        "true",
+                        "false",
+                        "null",
+                        " \"",
+                        "\",",
+                        "12",
+                        "- ",
+                        "e4",
+                        " e5\n",
+                        "int",
+                        "return",
+                        "ab" /* duplicate of 256 */}) {
     v->token_bytes.emplace_back(s);
   }
   v->token_bytes.emplace_back();  // control token
@@ -43,7 +63,8 @@ std::string read_data(const std::string& name) {
 }
 
 // Allowed tokens computed one token at a time through a separate automaton.
-std::vector<bool> brute_force(const std::shared_ptr<const Grammar>& g, const VocabView& vocab, const std::string& prefix) {
+std::vector<bool> brute_force(const std::shared_ptr<const Grammar>& g, const VocabView& vocab,
+                              const std::string& prefix) {
   Automaton a(g);
   const int32_t s = a.step_bytes(a.initial(), prefix);
   std::vector<bool> allowed(vocab.token_bytes.size(), false);
@@ -59,8 +80,8 @@ std::vector<bool> brute_force(const std::shared_ptr<const Grammar>& g, const Voc
   return allowed;
 }
 
-void expect_mask_matches(const std::shared_ptr<const Grammar>& g, const std::shared_ptr<const VocabView>& vocab,
-                         const std::string& prefix) {
+void expect_mask_matches(const std::shared_ptr<const Grammar>& g,
+                         const std::shared_ptr<const VocabView>& vocab, const std::string& prefix) {
   GrammarMatcher m(g, std::make_shared<TokenTrie>(*vocab), vocab);
   ASSERT_TRUE(m.accept_bytes(prefix).ok()) << prefix;
   const TokenMask& mask = m.mask();
@@ -77,7 +98,8 @@ TEST(TokenMask, TrieWalkAgreesWithPerTokenStepping) {
     std::vector<std::string> prefixes;
   };
   const std::vector<Case> cases = {
-      {read_data("json.gbnf"), {"", "{", "{\"", "{\"a\"", "{\"a\": ", "{\"a\": [1, tr", "{\"k\": \"\xC3", "{\"a\": 1}"}},
+      {read_data("json.gbnf"),
+       {"", "{", "{\"", "{\"a\"", "{\"a\": ", "{\"a\": [1, tr", "{\"k\": \"\xC3", "{\"a\": 1}"}},
       {read_data("japanese.gbnf"), {"", "\xE3", "\xE3\x81", "\xE3\x81\x93", "\xE3\x81\x93 "}},
       {read_data("chess.gbnf"), {"", "1. ", "1. e4", "1. e4 e5\n"}},
       {read_data("c.gbnf"), {"", "int ", "int f(){", "int f(){return "}},
@@ -128,12 +150,13 @@ TEST(TokenMask, PartialUtf8TokensAreByteCorrect) {
 TEST(TokenMask, OnlyWellFormedUtf8IsAccepted) {
   // A negated class accepts every character, so only the UTF-8 rules decide.
   auto g = parse("root ::= [^a]");
-  for (const char* ok : {"\xC2\x80", "\xDF\xBF", "\xE0\xA0\x80", "\xED\x9F\xBF", "\xEE\x80\x80", "\xF0\x90\x80\x80",
-                         "\xF4\x8F\xBF\xBF"}) {
+  for (const char* ok : {"\xC2\x80", "\xDF\xBF", "\xE0\xA0\x80", "\xED\x9F\xBF", "\xEE\x80\x80",
+                         "\xF0\x90\x80\x80", "\xF4\x8F\xBF\xBF"}) {
     EXPECT_TRUE(grammar_accepts(g, ok)) << ok;
   }
-  for (const char* bad : {"\x80", "\xC0\x80", "\xC1\xBF", "\xE0\x80\x80", "\xE0\x9F\xBF", "\xED\xA0\x80" /* surrogate */,
-                          "\xF0\x80\x80\x80", "\xF4\x90\x80\x80" /* > U+10FFFF */, "\xF5\x80\x80\x80", "\xFF"}) {
+  for (const char* bad :
+       {"\x80", "\xC0\x80", "\xC1\xBF", "\xE0\x80\x80", "\xE0\x9F\xBF", "\xED\xA0\x80" /* surrogate */,
+        "\xF0\x80\x80\x80", "\xF4\x90\x80\x80" /* > U+10FFFF */, "\xF5\x80\x80\x80", "\xFF"}) {
     EXPECT_FALSE(grammar_accepts(g, bad)) << bad;
     Automaton a(g);
     // Refused at the first byte that makes the sequence ill-formed, not only at the end.
@@ -194,7 +217,8 @@ TEST(TokenMask, MasksAreCachedPerState) {
 // sampled through the full pipeline; every finished output must be in the grammar's language.
 TEST(TokenMask, RandomGenerationsStayInTheLanguage) {
   auto vocab = test_vocab();
-  for (const char* file : {"json.gbnf", "arithmetic.gbnf", "list.gbnf", "chess.gbnf", "c.gbnf", "english.gbnf", "japanese.gbnf"}) {
+  for (const char* file : {"json.gbnf", "arithmetic.gbnf", "list.gbnf", "chess.gbnf", "c.gbnf",
+                           "english.gbnf", "japanese.gbnf"}) {
     const std::string text = read_data(file);
     auto g = parse(text);
     int finished = 0;

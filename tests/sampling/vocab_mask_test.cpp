@@ -104,7 +104,8 @@ TEST(VocabMask, SchemaConstrainedRunsOnQwen2ProduceValidJson) {
     const auto doc = nlohmann::json::parse(out, nullptr, false);
     ASSERT_FALSE(doc.is_discarded()) << out;
     EXPECT_TRUE(doc["name"].is_string() && doc["name"].get<std::string>().size() <= 48) << out;
-    EXPECT_TRUE(doc["age"].is_number_integer() && doc["age"].get<int>() >= 0 && doc["age"].get<int>() <= 150) << out;
+    EXPECT_TRUE(doc["age"].is_number_integer() && doc["age"].get<int>() >= 0 && doc["age"].get<int>() <= 150)
+        << out;
     EXPECT_TRUE(doc["tags"].is_array() && doc["tags"].size() <= 3) << out;
     EXPECT_EQ(doc.size(), 3u) << out;
   }

@@ -1,6 +1,6 @@
-// Token ids against llama.cpp's, recorded in ../shared/fixtures: its own qwen2 test vectors and the 314-string
-// corpus (special parsing on and off) for the Qwen2.5 and Qwen3 vocabularies, the synthetic models' prompts,
-// plus decode(encode(x)) == x and llama.cpp's special ids and end-of-generation set.
+// Token ids against llama.cpp's, recorded in ../shared/fixtures: its own qwen2 test vectors and the
+// 314-string corpus (special parsing on and off) for the Qwen2.5 and Qwen3 vocabularies, the synthetic
+// models' prompts, plus decode(encode(x)) == x and llama.cpp's special ids and end-of-generation set.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -65,14 +65,16 @@ TEST_P(TokenizerParity, MatchesLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, TokenizerParity,
-    ::testing::Values(Case{"qwen2-vocab.gguf", "ggml-vocab-qwen2.gguf.inp", "ggml-vocab-qwen2.gguf.out", false},
-                      Case{"qwen3-vocab.gguf", "ggml-vocab-qwen2.gguf.inp", "ggml-vocab-qwen2.gguf.out", false},
-                      Case{"qwen2-vocab.gguf", "corpus.inp", "corpus.qwen2.out", true},
-                      Case{"qwen2-vocab.gguf", "corpus.inp", "corpus.qwen2.no-parse-special.out", false},
-                      Case{"qwen3-vocab.gguf", "corpus.inp", "corpus.qwen3.out", true},
-                      Case{"qwen3-vocab.gguf", "corpus.inp", "corpus.qwen3.no-parse-special.out", false}),
+    ::testing::Values(
+        Case{"qwen2-vocab.gguf", "ggml-vocab-qwen2.gguf.inp", "ggml-vocab-qwen2.gguf.out", false},
+        Case{"qwen3-vocab.gguf", "ggml-vocab-qwen2.gguf.inp", "ggml-vocab-qwen2.gguf.out", false},
+        Case{"qwen2-vocab.gguf", "corpus.inp", "corpus.qwen2.out", true},
+        Case{"qwen2-vocab.gguf", "corpus.inp", "corpus.qwen2.no-parse-special.out", false},
+        Case{"qwen3-vocab.gguf", "corpus.inp", "corpus.qwen3.out", true},
+        Case{"qwen3-vocab.gguf", "corpus.inp", "corpus.qwen3.no-parse-special.out", false}),
     [](const ::testing::TestParamInfo<Case>& param_info) {
-      std::string name = fmt::format("{}_{}", std::string_view(param_info.param.vocab).substr(0, 5), param_info.param.out);
+      std::string name =
+          fmt::format("{}_{}", std::string_view(param_info.param.vocab).substr(0, 5), param_info.param.out);
       for (char& ch : name) {
         if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
       }

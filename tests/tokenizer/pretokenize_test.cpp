@@ -25,7 +25,7 @@ Words split(std::string_view text, PreTokenizer kind = PreTokenizer::kQwen2) {
 TEST(PretokenizeTest, HandCheckedQwen2) {
   EXPECT_EQ(split("Hello world"), (Words{"Hello", " world"}));
   EXPECT_EQ(split("  a"), (Words{" ", " a"}));
-  EXPECT_EQ(split("a  "), (Words{"a", "  "}));             // trailing run: \s+(?!\S) at the end takes all
+  EXPECT_EQ(split("a  "), (Words{"a", "  "}));  // trailing run: \s+(?!\S) at the end takes all
   EXPECT_EQ(split("I'm it's"), (Words{"I", "'m", " it", "'s"}));
   EXPECT_EQ(split("'tis"), (Words{"'t", "is"}));
   EXPECT_EQ(split("YOU'RE"), (Words{"YOU", "'RE"}));
@@ -53,11 +53,12 @@ TEST(PretokenizeTest, InvalidBytesAreSplitNotDropped) {
 // --- std::regex reference, following llama.cpp's unicode_regex_split fallback -----------------------
 
 const char* pattern(PreTokenizer kind) {
-  return kind == PreTokenizer::kQwen2
-             ? "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-               "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-             : "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "
-               "?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  return kind == PreTokenizer::kQwen2 ? "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^"
+                                        "\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                                        "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+                                      : "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^"
+                                        "\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "
+                                        "?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 }
 
 // \p{X} -> a byte standing for category X plus its ASCII members; brackets added outside a class.
@@ -111,9 +112,12 @@ Words regex_split(std::string_view text, PreTokenizer kind) {
   const std::string collapsed = collapse_text(text, &starts);
   Words out;
   size_t prev = 0;
-  auto emit = [&](size_t from, size_t to) { out.emplace_back(text.substr(starts[from], starts[to] - starts[from])); };
+  auto emit = [&](size_t from, size_t to) {
+    out.emplace_back(text.substr(starts[from], starts[to] - starts[from]));
+  };
   const std::regex& re = kind == PreTokenizer::kQwen2 ? qwen2 : qwen35;
-  for (auto it = std::sregex_iterator(collapsed.begin(), collapsed.end(), re); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(collapsed.begin(), collapsed.end(), re); it != std::sregex_iterator();
+       ++it) {
     const auto pos = static_cast<size_t>(it->position());
     if (pos > prev) emit(prev, pos);
     emit(pos, pos + static_cast<size_t>(it->length()));
@@ -124,11 +128,52 @@ Words regex_split(std::string_view text, PreTokenizer kind) {
 }
 
 TEST(PretokenizeTest, MatchesStdRegexOnRandomText) {
-  const std::string alphabet[] = {
-      "a", "Z", "s", "t", "re", "E", "ll", "\xc3\xa9", "\xcc\x81", "1", "\xc2\xb2", "\xd9\xa3", " ", "  ", "\t",
-      "\n", "\r", "\r\n", "\v", "\f", "\x1c", "\xc2\xa0", "\xe3\x80\x80", "\xe2\x80\xa8", "\xc2\x85", "'", "'s",
-      "'S", "'re", "'lL", "'Ve", "'d", "!", "?", ".", "_", "-", "(", "\xe4\xb8\xad", "\xf0\x9f\x98\x80",
-      "\xe2\x80\x8d", "\xe0\xb8\xb4", "\xff", "\x80", "\xe4", "\xed\xa0\x80"};
+  const std::string alphabet[] = {"a",
+                                  "Z",
+                                  "s",
+                                  "t",
+                                  "re",
+                                  "E",
+                                  "ll",
+                                  "\xc3\xa9",
+                                  "\xcc\x81",
+                                  "1",
+                                  "\xc2\xb2",
+                                  "\xd9\xa3",
+                                  " ",
+                                  "  ",
+                                  "\t",
+                                  "\n",
+                                  "\r",
+                                  "\r\n",
+                                  "\v",
+                                  "\f",
+                                  "\x1c",
+                                  "\xc2\xa0",
+                                  "\xe3\x80\x80",
+                                  "\xe2\x80\xa8",
+                                  "\xc2\x85",
+                                  "'",
+                                  "'s",
+                                  "'S",
+                                  "'re",
+                                  "'lL",
+                                  "'Ve",
+                                  "'d",
+                                  "!",
+                                  "?",
+                                  ".",
+                                  "_",
+                                  "-",
+                                  "(",
+                                  "\xe4\xb8\xad",
+                                  "\xf0\x9f\x98\x80",
+                                  "\xe2\x80\x8d",
+                                  "\xe0\xb8\xb4",
+                                  "\xff",
+                                  "\x80",
+                                  "\xe4",
+                                  "\xed\xa0\x80"};
   Rng rng(1234);
   for (const PreTokenizer kind : {PreTokenizer::kQwen2, PreTokenizer::kQwen35}) {
     for (int i = 0; i < 3000; ++i) {

@@ -23,8 +23,8 @@ TEST(Qwen35Parity, MatchesLlamaCppOnMarkHeavyText) {
   const std::string dir = MINFER_TOKENIZER_TEST_DATA;
   const std::vector<std::string> texts = tok_test::read_inp(dir + "/qwen35_marks.inp");
   ASSERT_EQ(texts.size(), 60u);
-  for (const auto& [out, special] : {std::pair{"/qwen35_marks.out", true},
-                                     std::pair{"/qwen35_marks.no-parse-special.out", false}}) {
+  for (const auto& [out, special] :
+       {std::pair{"/qwen35_marks.out", true}, std::pair{"/qwen35_marks.no-parse-special.out", false}}) {
     const auto expected = tok_test::read_out(dir + out);
     ASSERT_EQ(expected.size(), texts.size());
     for (size_t i = 0; i < texts.size(); ++i) {
@@ -47,7 +47,8 @@ TEST(Qwen35Parity, Qwen2RulesSplitMarksDifferently) {
   const std::vector<std::string> texts = tok_test::read_inp(dir + "/qwen35_marks.inp");
   const auto expected = tok_test::read_out(dir + "/qwen35_marks.out");
   size_t differ = 0;
-  for (size_t i = 0; i < texts.size() && i < expected.size(); ++i) differ += tok->encode(texts[i], true) != expected[i];
+  for (size_t i = 0; i < texts.size() && i < expected.size(); ++i)
+    differ += tok->encode(texts[i], true) != expected[i];
   EXPECT_GT(differ, 10u);
 }
 

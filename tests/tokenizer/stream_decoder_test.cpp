@@ -28,9 +28,11 @@ TEST(StreamDecoderTest, InvalidBytesBecomeReplacementCharacters) {
   const Tokenizer tok = tok_test::tiny_tokenizer();
   StreamDecoder dec(tok);
   EXPECT_EQ(dec.push(0xff), "\xef\xbf\xbd");
-  EXPECT_EQ(dec.push(0x80), "\xef\xbf\xbd");   // stray continuation byte
+  EXPECT_EQ(dec.push(0x80), "\xef\xbf\xbd");  // stray continuation byte
   EXPECT_EQ(dec.push(0xe4), "");
-  EXPECT_EQ(dec.push('a'), "\xef\xbf\xbd" "a");  // the sequence broke off
+  EXPECT_EQ(dec.push('a'),
+            "\xef\xbf\xbd"
+            "a");  // the sequence broke off
   EXPECT_EQ(dec.push(0xed), "");
   EXPECT_EQ(dec.push(0xa0), "\xef\xbf\xbd\xef\xbf\xbd");  // a surrogate can never complete
 }

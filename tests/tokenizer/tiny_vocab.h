@@ -25,14 +25,14 @@ inline std::string byte_str(uint8_t b) {
 // Merge rank r produces id 256 + r.
 inline const std::vector<std::pair<std::string, std::string>>& tiny_merges() {
   static const std::vector<std::pair<std::string, std::string>> merges = {
-      {"h", "e"},        // 256 he
-      {"l", "l"},        // 257 ll
-      {"he", "ll"},      // 258 hell
-      {"hell", "o"},     // 259 hello
-      {byte_str(' '), "w"},  // 260 " w"
-      {"o", "r"},        // 261 or
+      {"h", "e"},                   // 256 he
+      {"l", "l"},                   // 257 ll
+      {"he", "ll"},                 // 258 hell
+      {"hell", "o"},                // 259 hello
+      {byte_str(' '), "w"},         // 260 " w"
+      {"o", "r"},                   // 261 or
       {byte_str(' ') + "w", "or"},  // 262 " wor"
-      {"a", "a"},        // 263 aa
+      {"a", "a"},                   // 263 aa
   };
   return merges;
 }
@@ -44,8 +44,8 @@ struct TinyOptions {
   std::string pre = "qwen2";
   bool with_pre = true;
   bool with_merges = true;
-  int drop_byte = -1;          // replace this byte's token by another string
-  bool duplicate = false;      // add a second "hello"
+  int drop_byte = -1;      // replace this byte's token by another string
+  bool duplicate = false;  // add a second "hello"
 };
 
 inline gguf::Metadata tiny_metadata(const TinyOptions& o = {}) {
@@ -53,7 +53,8 @@ inline gguf::Metadata tiny_metadata(const TinyOptions& o = {}) {
   using gguf::Value;
   using gguf::ValueType;
   std::vector<std::string> tokens;
-  for (int b = 0; b < 256; ++b) tokens.push_back(b == o.drop_byte ? "<dropped>" : byte_str(static_cast<uint8_t>(b)));
+  for (int b = 0; b < 256; ++b)
+    tokens.push_back(b == o.drop_byte ? "<dropped>" : byte_str(static_cast<uint8_t>(b)));
   std::vector<std::string> merges;
   for (const auto& [a, b] : tiny_merges()) {
     merges.push_back(a + " " + b);
@@ -76,7 +77,8 @@ inline gguf::Metadata tiny_metadata(const TinyOptions& o = {}) {
   if (o.with_pre) m.set("tokenizer.ggml.pre", Value::string(o.pre));
   m.set("tokenizer.ggml.tokens", Value::array(Array::of_strings(tokens)));
   m.set("tokenizer.ggml.token_type", Value::array(Array::of(ValueType::I32, types)));
-  m.set("tokenizer.ggml.merges", Value::array(Array::of_strings(o.with_merges ? merges : std::vector<std::string>{})));
+  m.set("tokenizer.ggml.merges",
+        Value::array(Array::of_strings(o.with_merges ? merges : std::vector<std::string>{})));
   m.set("tokenizer.ggml.eos_token_id", Value::u32(kImEnd));
   m.set("tokenizer.ggml.bos_token_id", Value::u32(kEndOfText));
   m.set("tokenizer.ggml.padding_token_id", Value::u32(kEndOfText));

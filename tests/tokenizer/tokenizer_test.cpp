@@ -46,9 +46,15 @@ TEST(TokenizerTest, ControlTokensOnlyWithParseSpecial) {
   const Tokenizer tok = tok_test::tiny_tokenizer();
   const std::string text = "<|im_start|>hello<|im_end|>";
   EXPECT_EQ(tok.encode(text, true), (Ids{tok_test::kImStart, 259, tok_test::kImEnd}));
-  EXPECT_EQ(tok.encode(text, false),
-            concat({tok_test::byte_ids("<|"), tok_test::byte_ids("im"), tok_test::byte_ids("_start"), tok_test::byte_ids("|>"), {259},
-                    tok_test::byte_ids("<|"), tok_test::byte_ids("im"), tok_test::byte_ids("_end"), tok_test::byte_ids("|>")}));
+  EXPECT_EQ(tok.encode(text, false), concat({tok_test::byte_ids("<|"),
+                                             tok_test::byte_ids("im"),
+                                             tok_test::byte_ids("_start"),
+                                             tok_test::byte_ids("|>"),
+                                             {259},
+                                             tok_test::byte_ids("<|"),
+                                             tok_test::byte_ids("im"),
+                                             tok_test::byte_ids("_end"),
+                                             tok_test::byte_ids("|>")}));
 }
 
 TEST(TokenizerTest, UserDefinedTokensAlwaysMatch) {
@@ -87,9 +93,28 @@ TEST(TokenizerTest, DecodeSkipsIdsOutsideTheVocabulary) {
 TEST(TokenizerTest, RandomBytesRoundTrip) {
   const Tokenizer tok = tok_test::tiny_tokenizer();
   Rng rng(7);
-  const std::string alphabet[] = {"a", "h", "e", "l", "o", " ", "  ", "\n", "\r\n", "\t", "'s", "1", "!",
-                                  "<|im_start|>", "<think>", "<|im_end|>", "\xc3\xa9", "\xe4\xb8\xad",
-                                  "\xf0\x9f\x98\x80", "\xff", "\x80", "\xe4"};
+  const std::string alphabet[] = {"a",
+                                  "h",
+                                  "e",
+                                  "l",
+                                  "o",
+                                  " ",
+                                  "  ",
+                                  "\n",
+                                  "\r\n",
+                                  "\t",
+                                  "'s",
+                                  "1",
+                                  "!",
+                                  "<|im_start|>",
+                                  "<think>",
+                                  "<|im_end|>",
+                                  "\xc3\xa9",
+                                  "\xe4\xb8\xad",
+                                  "\xf0\x9f\x98\x80",
+                                  "\xff",
+                                  "\x80",
+                                  "\xe4"};
   for (int i = 0; i < 2000; ++i) {
     std::string s;
     const uint64_t n = rng.below(24);

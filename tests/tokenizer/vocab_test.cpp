@@ -8,7 +8,9 @@ namespace {
 
 using tok_test::TinyOptions;
 
-Status load_status(const TinyOptions& o) { return Tokenizer::from_gguf(tok_test::tiny_metadata(o)).status(); }
+Status load_status(const TinyOptions& o) {
+  return Tokenizer::from_gguf(tok_test::tiny_metadata(o)).status();
+}
 
 TEST(VocabTest, RefusesNonGpt2Model) {
   TinyOptions o;

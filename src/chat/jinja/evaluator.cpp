@@ -6,6 +6,7 @@
 
 #include "chat/jinja/builtins.h"
 #include "chat/jinja/error.h"
+#include "chat/jinja/percent_format.h"
 #include "chat/jinja/pystr.h"
 
 namespace minfer::chat::jinja {
@@ -261,11 +262,7 @@ Evaluator::Flow Evaluator::exec(const Stmt& s, std::string& out) {
 }
 
 void Evaluator::exec_for(const Stmt& s, std::string& out) {
-  const Value iterable = eval(*s.expr);
-  if (iterable.is_undefined() && !iterable.undefined_hint().empty()) {
-    // jinja2 iterates an Undefined as empty; the hint is kept only for errors.
-  }
-  std::vector<Value> items = iterate(iterable, "for loop");
+  std::vector<Value> items = iterate(eval(*s.expr), "for loop");  // an Undefined iterates as empty
   if (s.cond) {
     std::vector<Value> kept;
     for (Value& item : items) {
@@ -595,7 +592,12 @@ Value Evaluator::eval_binary(const Expr& e) {
     return Value(std::floor(a.as_double() / b.as_double()));
   }
   if (op == "%") {
-    if (a.is_string()) fail_code(StatusCode::kUnsupported, 0, "unsupported construct: printf-style string formatting with '%'");
+    if (a.is_string()) {
+      std::string s = percent_format(a.str(), b);
+      check_size(s.size());
+      charge_bytes(s.size());
+      return Value(std::move(s));
+    }
     if (!nums) return type_error();
     if (b.as_double() == 0) fail(0, "integer division or modulo by zero");
     if (ints) return Value(py_mod(a.as_int(), b.as_int()));

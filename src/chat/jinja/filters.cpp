@@ -10,6 +10,7 @@
 #include "chat/jinja/builtins.h"
 #include "chat/jinja/error.h"
 #include "chat/jinja/evaluator.h"
+#include "chat/jinja/percent_format.h"
 #include "chat/jinja/pystr.h"
 #include "core/utf8.h"
 
@@ -206,6 +207,21 @@ Value f_float(Evaluator&, const Value& v, CallArgs& c) {
     if (auto d = parse_float(v.str())) return Value(*d);
   }
   return fallback;
+}
+
+// jinja2's do_format: soft_str(value) % (kwargs or args), args always as a tuple.
+Value f_format(Evaluator& ev, const Value& v, CallArgs& c) {
+  if (!c.args.empty() && !c.kwargs.empty()) fail(0, "format(): can't handle positional and keyword arguments at the same time");
+  Value args = Value::list(c.args, true);
+  if (!c.kwargs.empty()) {
+    std::vector<std::pair<Value, Value>> entries;
+    for (const auto& [k, val] : c.kwargs) entries.emplace_back(Value(k), val);
+    args = Value::dict(std::move(entries));
+  }
+  std::string out = percent_format(soft_str(v), args);
+  ev.check_size(out.size());
+  ev.charge_bytes(out.size());
+  return Value(std::move(out));
 }
 
 Value f_int(Evaluator&, const Value& v, CallArgs& c) {
@@ -598,7 +614,7 @@ const Entry kFilters[] = {
     {"abs", f_abs},           {"attr", f_attr},         {"batch", f_batch},       {"capitalize", f_capitalize},
     {"center", f_center},     {"count", f_length},      {"d", f_default},         {"default", f_default},
     {"dictsort", f_dictsort}, {"e", f_escape},          {"escape", f_escape},     {"forceescape", f_escape},
-    {"first", f_first},       {"float", f_float},       {"indent", f_indent},     {"int", f_int},
+    {"first", f_first},       {"float", f_float},       {"format", f_format},       {"indent", f_indent},     {"int", f_int},
     {"items", f_items},       {"join", f_join},         {"last", f_last},         {"length", f_length},
     {"list", f_list},         {"lower", f_lower},       {"map", f_map},           {"max", f_max},
     {"min", f_min},           {"reject", f_reject},     {"rejectattr", f_rejectattr}, {"replace", f_replace},

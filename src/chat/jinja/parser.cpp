@@ -416,13 +416,9 @@ class Parser {
     return target;
   }
 
+  // Only names and tuples of names (true/false/none parse as literals, so they are refused too).
   void check_target(const Expr& e) {
-    if (e.kind == ExprKind::kName) {
-      if (e.name == "true" || e.name == "false" || e.name == "none" || e.name == "loop") {
-        // jinja2 refuses assigning to constants; `loop` is reserved inside loops.
-      }
-      return;
-    }
+    if (e.kind == ExprKind::kName) return;
     if (e.kind == ExprKind::kTuple) {
       for (const auto& c : e.children) check_target(*c);
       return;

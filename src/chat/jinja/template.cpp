@@ -1,6 +1,7 @@
 // Template::parse / render: the boundary where internal TemplateErrors become Status values.
 #include "chat/jinja/template.h"
 
+#include <exception>
 #include <new>
 
 #include "chat/jinja/ast.h"
@@ -26,6 +27,8 @@ Result<Template> Template::parse(std::string source) {
     return to_status(e);
   } catch (const std::bad_alloc&) {
     return error(StatusCode::kOutOfRange, "template: out of memory while parsing");
+  } catch (const std::exception& e) {  // a library throw we did not foresee must not cross the API
+    return error(StatusCode::kInternal, "template: internal error while parsing: {}", e.what());
   }
 }
 
@@ -37,6 +40,8 @@ Result<std::string> Template::render(const Value& context, const RenderOptions& 
     return to_status(e);
   } catch (const std::bad_alloc&) {
     return error(StatusCode::kOutOfRange, "template: out of memory while rendering");
+  } catch (const std::exception& e) {
+    return error(StatusCode::kInternal, "template: internal error while rendering: {}", e.what());
   }
 }
 

@@ -27,11 +27,29 @@ using GemmTileFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, c
 inline constexpr int kTileRows = 4;
 inline constexpr int kTileCols = 4;
 
+// Load-time repacking into a row-interleaved layout: groups of kRepackRows weight rows, each block
+// stored as kRepackRows rows' unsigned quants interleaved in 4-byte groups plus their scales as f32, so
+// one vpdpbusd with a broadcast activation word advances all 8 rows (see docs/KERNELS.md).
+inline constexpr int kRepackRows = 8;
+
+struct RepackKernels {
+  // Bytes of the packed form of n rows of k elements (n rounded up to kRepackRows).
+  size_t (*packed_bytes)(int64_t n, int64_t k) = nullptr;
+  // Packs n rows (src rows src_row_bytes apart) into dst; padding rows are zero.
+  void (*pack)(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) = nullptr;
+  // For one packed row group: y[c * ldy + r] = dot(row r, x row c) for r < nr (<= kRepackRows), c < nc.
+  // x rows are vec_dot_type blocks x_stride bytes apart; xsum[c * xsum_stride + b] = sum of block b's quants.
+  // Float accumulation is per row, sequential over blocks, mul then add: bitwise the scalar reference.
+  void (*gemm)(int64_t k, const void* group, int nr, const void* x, size_t x_stride, const int32_t* xsum,
+               size_t xsum_stride, int nc, float* y, size_t ldy) = nullptr;
+};
+
 struct TypeKernels {
   DType vec_dot_type = DType::F32;
   FromFloatFn from_float = nullptr;  // f32 -> vec_dot_type (runtime activation quantizer)
   VecDotFn vec_dot = nullptr;
   GemmTileFn gemm_tile = nullptr;
+  const RepackKernels* repack = nullptr;  // set where a repacked layout pays (AVX-512 VNNI)
 };
 
 struct CpuKernels {

@@ -73,7 +73,8 @@ int32_t Automaton::intern_set(std::vector<Stack> stacks) {
 int32_t Automaton::intern_state(int32_t set, uint32_t partial, int32_t remain, int32_t len, int32_t pending) {
   const uint64_t key = (static_cast<uint64_t>(set) << 32) | (static_cast<uint64_t>(len) << 28) |
                        (static_cast<uint64_t>(remain) << 24) | partial;
-  auto [it, inserted] = state_ids_.emplace(std::make_pair(key, pending), static_cast<int32_t>(states_.size()));
+  auto [it, inserted] =
+      state_ids_.emplace(std::make_pair(key, pending), static_cast<int32_t>(states_.size()));
   if (inserted) {
     states_.push_back(State{set, partial, remain, len, pending});
     trans_.resize(states_.size() * 256, kUnknown);
@@ -142,7 +143,8 @@ int32_t Automaton::compute(int32_t state, uint8_t byte) {
   uint32_t high = low | ((1u << (6 * remain)) - 1);
   if (high < kMin[len] || low > kMax[len]) return done(kDead);
   if (len == 3 && low >= 0xD800 && high <= 0xDFFF) return done(kDead);  // surrogates
-  const bool all_valid = low >= kMin[len] && high <= kMax[len] && !(len == 3 && low <= 0xDFFF && high >= 0xD800);
+  const bool all_valid =
+      low >= kMin[len] && high <= kMax[len] && !(len == 3 && low <= 0xDFFF && high >= 0xD800);
   low = std::max(low, kMin[len]);
   high = std::min(high, kMax[len]);
   if (all_valid) {

@@ -13,7 +13,9 @@ constexpr int kMaxRepetitions = 10000;  // {m,n} bounds above this are refused (
 bool is_word_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' || (c >= '0' && c <= '9');
 }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 class Parser {
  public:
@@ -149,12 +151,18 @@ class Parser {
       const char e = peek();
       ++pos_;
       switch (e) {
-        case 'x': return parse_hex(2);
-        case 'u': return parse_hex(4);
-        case 'U': return parse_hex(8);
-        case 't': return uint32_t{'\t'};
-        case 'r': return uint32_t{'\r'};
-        case 'n': return uint32_t{'\n'};
+        case 'x':
+          return parse_hex(2);
+        case 'u':
+          return parse_hex(4);
+        case 'U':
+          return parse_hex(8);
+        case 't':
+          return uint32_t{'\t'};
+        case 'r':
+          return uint32_t{'\r'};
+        case 'n':
+          return uint32_t{'\n'};
         case '\\':
         case '"':
         case '[':
@@ -343,7 +351,8 @@ class Parser {
     long value = 0;
     while (is_digit(peek())) {
       value = value * 10 + (peek() - '0');
-      if (value > kMaxRepetitions) return fail(start, fmt::format("repetition bound above {}", kMaxRepetitions));
+      if (value > kMaxRepetitions)
+        return fail(start, fmt::format("repetition bound above {}", kMaxRepetitions));
       ++pos_;
     }
     return static_cast<int>(value);
@@ -357,6 +366,8 @@ class Parser {
 
 }  // namespace
 
-Result<ParsedGbnf> parse_gbnf(std::string_view text) { return Parser(text).run(); }
+Result<ParsedGbnf> parse_gbnf(std::string_view text) {
+  return Parser(text).run();
+}
 
 }  // namespace minfer::sampling::grammar

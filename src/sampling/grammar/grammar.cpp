@@ -6,7 +6,9 @@
 namespace minfer::sampling::grammar {
 namespace {
 
-bool end_of_seq(const Element& e) { return e.type == ElementType::kEnd || e.type == ElementType::kAlt; }
+bool end_of_seq(const Element& e) {
+  return e.type == ElementType::kEnd || e.type == ElementType::kAlt;
+}
 
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
@@ -29,14 +31,20 @@ void append_utf8(std::string& out, uint32_t cp) {
 // One code point as GBNF source inside a literal (in_class = false) or a class (true).
 std::string escape_cp(uint32_t cp, bool in_class) {
   switch (cp) {
-    case '\n': return "\\n";
-    case '\t': return "\\t";
-    case '\r': return "\\r";
-    case '\\': return "\\\\";
-    default: break;
+    case '\n':
+      return "\\n";
+    case '\t':
+      return "\\t";
+    case '\r':
+      return "\\r";
+    case '\\':
+      return "\\\\";
+    default:
+      break;
   }
   if (!in_class && cp == '"') return "\\\"";
-  if (in_class && (cp == ']' || cp == '[' || cp == '-' || cp == '^')) return fmt::format("\\{}", static_cast<char>(cp));
+  if (in_class && (cp == ']' || cp == '[' || cp == '-' || cp == '^'))
+    return fmt::format("\\{}", static_cast<char>(cp));
   if (cp < 0x20 || cp == 0x7F) return fmt::format("\\x{:02X}", cp);
   if ((cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return fmt::format("\\U{:08X}", cp);
   if (cp >= 0x80 && cp <= 0x9F) return fmt::format("\\u{:04X}", cp);
@@ -51,8 +59,8 @@ Result<std::shared_ptr<const Grammar>> Grammar::parse(std::string_view gbnf, std
   MINFER_ASSIGN_OR_RETURN(ParsedGbnf parsed, parse_gbnf(gbnf));
   for (size_t i = 0; i < parsed.names.size(); ++i) {
     if (!parsed.defined[i]) {
-      return invalid_argument("gbnf: undefined rule '{}' (first referenced at line {} col {})", parsed.names[i],
-                              parsed.first_ref[i].first, parsed.first_ref[i].second);
+      return invalid_argument("gbnf: undefined rule '{}' (first referenced at line {} col {})",
+                              parsed.names[i], parsed.first_ref[i].first, parsed.first_ref[i].second);
     }
   }
   return from_rules(std::move(parsed.names), std::move(parsed.rules), root);
@@ -71,7 +79,8 @@ Result<std::shared_ptr<const Grammar>> Grammar::from_rules(std::vector<std::stri
     }
     for (const Element& e : rules[i]) {
       if (e.type == ElementType::kRuleRef && e.value >= n) {
-        return invalid_argument("gbnf: rule '{}' references rule id {} which does not exist", names[i], e.value);
+        return invalid_argument("gbnf: rule '{}' references rule id {} which does not exist", names[i],
+                                e.value);
       }
     }
   }
@@ -122,7 +131,8 @@ Result<std::shared_ptr<const Grammar>> Grammar::from_rules(std::vector<std::stri
           MINFER_RETURN_IF_ERROR(visit(e.value));
           leftmost = nullable[e.value];
         }
-      } else if (e.type == ElementType::kChar || e.type == ElementType::kCharNot || e.type == ElementType::kCharAny) {
+      } else if (e.type == ElementType::kChar || e.type == ElementType::kCharNot ||
+                 e.type == ElementType::kCharAny) {
         leftmost = false;
       }
     }
@@ -149,7 +159,9 @@ Result<std::shared_ptr<const Grammar>> Grammar::from_rules(std::vector<std::stri
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    if (!used[i]) g->warnings_.push_back(fmt::format("gbnf: rule '{}' is never used (not reachable from '{}')", names[i], root));
+    if (!used[i])
+      g->warnings_.push_back(
+          fmt::format("gbnf: rule '{}' is never used (not reachable from '{}')", names[i], root));
   }
   for (size_t i = 0; i < n; ++i) {
     g->rule_start_.push_back(static_cast<uint32_t>(g->elements_.size()));
@@ -224,7 +236,8 @@ std::string Grammar::to_gbnf() const {
 uint32_t Grammar::after_char(uint32_t pos) const {
   if (elements_[pos].type == ElementType::kCharAny) return pos + 1;
   ++pos;
-  while (elements_[pos].type == ElementType::kCharAlt || elements_[pos].type == ElementType::kCharRngUpper) ++pos;
+  while (elements_[pos].type == ElementType::kCharAlt || elements_[pos].type == ElementType::kCharRngUpper)
+    ++pos;
   return pos;
 }
 

@@ -35,7 +35,10 @@ std::string tail(const std::string& s) {
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
                                std::shared_ptr<const VocabView> vocab)
-    : trie_(std::move(trie)), vocab_(std::move(vocab)), automaton_(std::move(grammar)), state_(automaton_.initial()) {}
+    : trie_(std::move(trie)),
+      vocab_(std::move(vocab)),
+      automaton_(std::move(grammar)),
+      state_(automaton_.initial()) {}
 
 const TokenMask& GrammarMatcher::mask() {
   auto it = masks_.find(state_);
@@ -57,8 +60,9 @@ Status GrammarMatcher::accept_bytes(std::string_view bytes) {
   for (size_t i = 0; i < bytes.size(); ++i) {
     const int32_t next = automaton_.step(s, static_cast<uint8_t>(bytes[i]));
     if (next == Automaton::kDead) {
-      return invalid_argument("grammar: '{}' is rejected after '{}': only its first {} byte(s) '{}' are accepted",
-                              printable(bytes), tail(accepted_), i, printable(bytes.substr(0, i)));
+      return invalid_argument(
+          "grammar: '{}' is rejected after '{}': only its first {} byte(s) '{}' are accepted",
+          printable(bytes), tail(accepted_), i, printable(bytes.substr(0, i)));
     }
     s = next;
   }
@@ -70,17 +74,21 @@ Status GrammarMatcher::accept_bytes(std::string_view bytes) {
 
 Status GrammarMatcher::accept_token(int32_t token) {
   if (finished_) return invalid_argument("grammar: token {} after end of generation", token);
-  if (token < 0 || token >= vocab_->n_vocab()) return invalid_argument("grammar: token id {} out of range", token);
+  if (token < 0 || token >= vocab_->n_vocab())
+    return invalid_argument("grammar: token id {} out of range", token);
   if (vocab_->is_eog(token)) {
     if (!accepting()) {
-      return invalid_argument("grammar: end of generation (token {}) is not allowed after '{}': the grammar "
-                              "expects more input", token, tail(accepted_));
+      return invalid_argument(
+          "grammar: end of generation (token {}) is not allowed after '{}': the grammar "
+          "expects more input",
+          token, tail(accepted_));
     }
     finished_ = true;
     return Status();
   }
   const std::string& bytes = vocab_->token_bytes[static_cast<size_t>(token)];
-  if (bytes.empty()) return invalid_argument("grammar: control token {} is never allowed by a grammar", token);
+  if (bytes.empty())
+    return invalid_argument("grammar: control token {} is never allowed by a grammar", token);
   return accept_bytes(bytes).with_context(fmt::format("token {}: ", token));
 }
 

@@ -16,7 +16,8 @@ TokenTrie::TokenTrie(const VocabView& vocab) : eog_ids_(vocab.eog_ids), n_vocab_
   for (int32_t id = 0; id < n_vocab_; ++id) {
     const std::string& b = vocab.token_bytes[static_cast<size_t>(id)];
     if (b.empty() || vocab.is_eog(id)) continue;
-    MINFER_CHECK(b.size() <= kMaxDepth, "token {} has {} bytes; the mask trie supports {}", id, b.size(), kMaxDepth);
+    MINFER_CHECK(b.size() <= kMaxDepth, "token {} has {} bytes; the mask trie supports {}", id, b.size(),
+                 kMaxDepth);
     ids.push_back(id);
   }
   std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {

@@ -30,22 +30,27 @@ const std::map<std::string, Builtin>& primitives() {
       {"boolean", {R"(("true" | "false") space)", {}}},
       {"decimal-part", {"[0-9]{1,16}", {}}},
       {"integral-part", {"[0] | [1-9] [0-9]{0,15}", {}}},
-      {"number", {R"(("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)? space)",
-                  {"integral-part", "decimal-part"}}},
+      {"number",
+       {R"(("-"? integral-part) ("." decimal-part)? ([eE] [-+]? integral-part)? space)",
+        {"integral-part", "decimal-part"}}},
       {"integer", {R"(("-"? integral-part) space)", {"integral-part"}}},
-      {"value", {"object | array | string | number | boolean | null",
-                 {"object", "array", "string", "number", "boolean", "null"}}},
-      {"object", {R"("{" space ( string ":" space value ("," space string ":" space value)* )? "}" space)",
-                  {"string", "value"}}},
+      {"value",
+       {"object | array | string | number | boolean | null",
+        {"object", "array", "string", "number", "boolean", "null"}}},
+      {"object",
+       {R"("{" space ( string ":" space value ("," space string ":" space value)* )? "}" space)",
+        {"string", "value"}}},
       {"array", {R"("[" space ( value ("," space value)* )? "]" space)", {"value"}}},
-      {"uuid", {R"("\"" [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12} "\"" space)",
-                {}}},
+      {"uuid",
+       {R"("\"" [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12} "\"" space)",
+        {}}},
       {"char", {R"([^"\\\x7F\x00-\x1F] | [\\] (["\\bfnrt] | "u" [0-9a-fA-F]{4}))", {}}},
       {"string", {R"("\"" char* "\"" space)", {"char"}}},
       {"null", {R"("null" space)", {}}},
       {"date", {R"([0-9]{4} "-" ( "0" [1-9] | "1" [0-2] ) "-" ( "0" [1-9] | [1-2] [0-9] | "3" [0-1] ))", {}}},
-      {"time", {R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )? ( "Z" | ( "+" | "-" ) ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))",
-                {}}},
+      {"time",
+       {R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ( "." [0-9]{3} )? ( "Z" | ( "+" | "-" ) ( [01] [0-9] | "2" [0-3] ) ":" [0-5] [0-9] ))",
+        {}}},
       {"date-time", {R"(date "T" time)", {"date", "time"}}},
       {"date-string", {R"("\"" date "\"" space)", {"date"}}},
       {"time-string", {R"("\"" time "\"" space)", {"time"}}},
@@ -54,7 +59,9 @@ const std::map<std::string, Builtin>& primitives() {
   return kRules;
 }
 
-bool is_reserved(const std::string& name) { return name == "root" || primitives().count(name) != 0; }
+bool is_reserved(const std::string& name) {
+  return name == "root" || primitives().count(name) != 0;
+}
 
 std::string sanitize(const std::string& name) {
   std::string out;
@@ -76,11 +83,20 @@ std::string format_literal(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     switch (c) {
-      case '\r': out += "\\r"; break;
-      case '\n': out += "\\n"; break;
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      default: out += c;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      default:
+        out += c;
     }
   }
   return out + "\"";
@@ -93,17 +109,19 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 }
 
 // item repeated min..max times (max < 0: unbounded), with an optional separator between items.
-std::string build_repetition(const std::string& item, int min_items, int max_items, const std::string& sep = "") {
+std::string build_repetition(const std::string& item, int min_items, int max_items,
+                             const std::string& sep = "") {
   if (max_items == 0) return "";
   if (min_items == 0 && max_items == 1) return item + "?";
   if (sep.empty()) {
     if (min_items == 1 && max_items < 0) return item + "+";
     if (min_items == 0 && max_items < 0) return item + "*";
-    return fmt::format("{}{{{},{}}}", item, min_items, max_items < 0 ? std::string() : std::to_string(max_items));
+    return fmt::format("{}{{{},{}}}", item, min_items,
+                       max_items < 0 ? std::string() : std::to_string(max_items));
   }
-  std::string result =
-      item + " " +
-      build_repetition("(" + sep + " " + item + ")", min_items == 0 ? 0 : min_items - 1, max_items < 0 ? -1 : max_items - 1);
+  std::string result = item + " " +
+                       build_repetition("(" + sep + " " + item + ")", min_items == 0 ? 0 : min_items - 1,
+                                        max_items < 0 ? -1 : max_items - 1);
   if (min_items == 0) result = "(" + result + ")?";
   return result;
 }
@@ -115,24 +133,32 @@ std::string build_repetition(const std::string& item, int min_items, int max_ite
 std::string same_length_range(const std::string& lo, const std::string& hi) {
   const size_t n = lo.size();
   if (n == 0) return "";
-  auto digits = [](size_t k) { return k == 0 ? std::string() : k == 1 ? std::string(" [0-9]") : fmt::format(" [0-9]{{{}}}", k); };
+  auto digits = [](size_t k) {
+    return k == 0 ? std::string() : k == 1 ? std::string(" [0-9]") : fmt::format(" [0-9]{{{}}}", k);
+  };
   auto cls = [](char a, char b) { return a == b ? fmt::format("[{}]", a) : fmt::format("[{}-{}]", a, b); };
   if (lo == hi) return format_literal(lo);
-  if (lo[0] == hi[0]) return fmt::format("{} ({})", format_literal(lo.substr(0, 1)), same_length_range(lo.substr(1), hi.substr(1)));
+  if (lo[0] == hi[0])
+    return fmt::format("{} ({})", format_literal(lo.substr(0, 1)),
+                       same_length_range(lo.substr(1), hi.substr(1)));
   const std::string lo_rest = lo.substr(1);
   const std::string hi_rest = hi.substr(1);
-  if (lo_rest == std::string(n - 1, '0') && hi_rest == std::string(n - 1, '9')) return cls(lo[0], hi[0]) + digits(n - 1);
+  if (lo_rest == std::string(n - 1, '0') && hi_rest == std::string(n - 1, '9'))
+    return cls(lo[0], hi[0]) + digits(n - 1);
   std::vector<std::string> alts;
   char first_full = lo[0];
   if (lo_rest != std::string(n - 1, '0')) {
-    alts.push_back(fmt::format("{} ({})", cls(lo[0], lo[0]), same_length_range(lo_rest, std::string(n - 1, '9'))));
+    alts.push_back(
+        fmt::format("{} ({})", cls(lo[0], lo[0]), same_length_range(lo_rest, std::string(n - 1, '9'))));
     ++first_full;
   }
   char last_full = hi[0];
   const bool hi_partial = hi_rest != std::string(n - 1, '9');
   if (hi_partial) --last_full;
   if (first_full <= last_full) alts.push_back(cls(first_full, last_full) + digits(n - 1));
-  if (hi_partial) alts.push_back(fmt::format("{} ({})", cls(hi[0], hi[0]), same_length_range(std::string(n - 1, '0'), hi_rest)));
+  if (hi_partial)
+    alts.push_back(
+        fmt::format("{} ({})", cls(hi[0], hi[0]), same_length_range(std::string(n - 1, '0'), hi_rest)));
   return join(alts, " | ");
 }
 
@@ -162,9 +188,11 @@ std::string int_range(int64_t lo, int64_t hi) {
   std::vector<std::string> alts;
   if (!has_lo || lo < 0) {
     const int64_t top_negative = has_hi ? std::min<int64_t>(hi, -1) : -1;
-    if (!has_lo || lo <= top_negative) alts.push_back("\"-\" (" + nonneg_range(-top_negative, has_lo ? -lo : -1) + ")");
+    if (!has_lo || lo <= top_negative)
+      alts.push_back("\"-\" (" + nonneg_range(-top_negative, has_lo ? -lo : -1) + ")");
   }
-  if (!has_hi || hi >= 0) alts.push_back(nonneg_range(has_lo ? std::max<int64_t>(0, lo) : 0, has_hi ? hi : -1));
+  if (!has_hi || hi >= 0)
+    alts.push_back(nonneg_range(has_lo ? std::max<int64_t>(0, lo) : 0, has_hi ? hi : -1));
   return join(alts, " | ");
 }
 
@@ -233,7 +261,8 @@ class Converter {
         "title", "description", "$schema", "$id", "$comment", "default", "examples", "deprecated", "readOnly",
         "writeOnly"};
     for (const auto& [key, value] : schema.items()) {
-      if (kAllowed.count(key) == 0) return refuse(child(path, key), fmt::format("keyword '{}' is not supported", key));
+      if (kAllowed.count(key) == 0)
+        return refuse(child(path, key), fmt::format("keyword '{}' is not supported", key));
     }
     return Status();
   }
@@ -241,13 +270,15 @@ class Converter {
   Result<int> get_count(const json& schema, const char* key, const std::string& path) {
     const json& v = schema.at(key);
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxLength) {
-      return refuse(child(path, key), fmt::format("'{}' must be an integer in [0, {}], got {}", key, kMaxLength, v.dump()));
+      return refuse(child(path, key),
+                    fmt::format("'{}' must be an integer in [0, {}], got {}", key, kMaxLength, v.dump()));
     }
     return static_cast<int>(v.get<int64_t>());
   }
 
   Result<std::string> resolve_ref(const std::string& ref, const std::string& path) {
-    if (ref.empty() || ref[0] != '#') return refuse(path, fmt::format("$ref '{}' is not local (only '#...' refs)", ref));
+    if (ref.empty() || ref[0] != '#')
+      return refuse(path, fmt::format("$ref '{}' is not local (only '#...' refs)", ref));
     std::string name = "ref" + sanitize(ref.substr(1));
     if (rules_.count(name) != 0 || resolving_.count(ref) != 0) return name;
     // JSON pointer from the document root.
@@ -270,11 +301,13 @@ class Converter {
       }
       if (target->is_object() && target->contains(unesc)) {
         target = &(*target)[unesc];
-      } else if (target->is_array() && !unesc.empty() && unesc.find_first_not_of("0123456789") == std::string::npos &&
+      } else if (target->is_array() && !unesc.empty() &&
+                 unesc.find_first_not_of("0123456789") == std::string::npos &&
                  std::stoul(unesc) < target->size()) {
         target = &(*target)[std::stoul(unesc)];
       } else {
-        return invalid_argument("json-schema: $ref '{}' at {} does not resolve ('{}' not found)", ref, path, unesc);
+        return invalid_argument("json-schema: $ref '{}' at {} does not resolve ('{}' not found)", ref, path,
+                                unesc);
       }
       pos = end;
     }
@@ -288,8 +321,9 @@ class Converter {
     if (!alts.is_array() || alts.empty()) return refuse(path, "anyOf / oneOf must be a non-empty array");
     std::vector<std::string> rules;
     for (size_t i = 0; i < alts.size(); ++i) {
-      MINFER_ASSIGN_OR_RETURN(std::string r, visit(alts[i], name + (name.empty() ? "alternative-" : "-") + std::to_string(i),
-                                                    child(path, std::to_string(i))));
+      MINFER_ASSIGN_OR_RETURN(std::string r,
+                              visit(alts[i], name + (name.empty() ? "alternative-" : "-") + std::to_string(i),
+                                    child(path, std::to_string(i))));
       rules.push_back(r);
     }
     return join(rules, " | ");
@@ -300,7 +334,8 @@ class Converter {
       if (schema.get<bool>()) return add_rule(name.empty() ? "root" : name, add_primitive("value", "value"));
       return refuse(path, "schema 'false' matches nothing");
     }
-    if (!schema.is_object()) return invalid_argument("json-schema: schema at {} must be an object, got {}", path, schema.dump());
+    if (!schema.is_object())
+      return invalid_argument("json-schema: schema at {} must be an object, got {}", path, schema.dump());
     MINFER_RETURN_IF_ERROR(check_keywords(schema, path));
     const std::string rule_name = is_reserved(name) ? name + "-" : name.empty() ? "root" : name;
     const json type = schema.contains("type") ? schema["type"] : json();
@@ -312,11 +347,14 @@ class Converter {
     if (schema.contains("$ref")) {
       if (!schema["$ref"].is_string()) return refuse(child(path, "$ref"), "$ref must be a string");
       for (const auto& [key, value] : schema.items()) {
-        static const std::unordered_set<std::string> kWithRef = {"$ref", "title", "description", "$comment", "default",
-                                                                 "examples", "$defs", "definitions", "$schema", "$id"};
-        if (kWithRef.count(key) == 0) return refuse(child(path, key), fmt::format("'{}' next to $ref is not supported", key));
+        static const std::unordered_set<std::string> kWithRef = {
+            "$ref",     "title", "description", "$comment", "default",
+            "examples", "$defs", "definitions", "$schema",  "$id"};
+        if (kWithRef.count(key) == 0)
+          return refuse(child(path, key), fmt::format("'{}' next to $ref is not supported", key));
       }
-      MINFER_ASSIGN_OR_RETURN(std::string target, resolve_ref(schema["$ref"].get<std::string>(), child(path, "$ref")));
+      MINFER_ASSIGN_OR_RETURN(std::string target,
+                              resolve_ref(schema["$ref"].get<std::string>(), child(path, "$ref")));
       return add_rule(rule_name, target);
     }
     if (schema.contains("oneOf") || schema.contains("anyOf")) {
@@ -336,35 +374,46 @@ class Converter {
       }
       std::vector<std::string> rules;
       for (size_t i = 0; i < alts.size(); ++i) {
-        MINFER_ASSIGN_OR_RETURN(std::string r, visit(alts[i], name + (name.empty() ? "alternative-" : "-") + std::to_string(i), path));
+        MINFER_ASSIGN_OR_RETURN(
+            std::string r,
+            visit(alts[i], name + (name.empty() ? "alternative-" : "-") + std::to_string(i), path));
         rules.push_back(r);
       }
       return add_rule(rule_name, join(rules, " | "));
     }
-    static const std::unordered_set<std::string> kTypes = {"object", "array", "string", "number", "integer", "boolean", "null"};
-    if (!type_s.empty() && kTypes.count(type_s) == 0) return refuse(child(path, "type"), fmt::format("unknown type '{}'", type_s));
-    if (schema.contains("const")) return add_rule(rule_name, format_literal(schema["const"].dump()) + " space");
+    static const std::unordered_set<std::string> kTypes = {"object",  "array",   "string", "number",
+                                                           "integer", "boolean", "null"};
+    if (!type_s.empty() && kTypes.count(type_s) == 0)
+      return refuse(child(path, "type"), fmt::format("unknown type '{}'", type_s));
+    if (schema.contains("const"))
+      return add_rule(rule_name, format_literal(schema["const"].dump()) + " space");
     if (schema.contains("enum")) {
-      if (!schema["enum"].is_array() || schema["enum"].empty()) return refuse(child(path, "enum"), "enum must be a non-empty array");
+      if (!schema["enum"].is_array() || schema["enum"].empty())
+        return refuse(child(path, "enum"), "enum must be a non-empty array");
       std::vector<std::string> values;
       for (const auto& v : schema["enum"]) values.push_back(format_literal(v.dump()));
       return add_rule(rule_name, "(" + join(values, " | ") + ") space");
     }
     if (schema.contains("allOf")) {
-      if (!type_s.empty() && type_s != "object") return refuse(child(path, "allOf"), "allOf is supported for objects only");
+      if (!type_s.empty() && type_s != "object")
+        return refuse(child(path, "allOf"), "allOf is supported for objects only");
       return visit_all_of(schema, name, rule_name, path);
     }
 
     // Infer the type from type-specific keywords when 'type' is absent.
     std::string t = type_s;
     if (t.empty()) {
-      if (schema.contains("properties") || schema.contains("additionalProperties") || schema.contains("required")) {
+      if (schema.contains("properties") || schema.contains("additionalProperties") ||
+          schema.contains("required")) {
         t = "object";
-      } else if (schema.contains("items") || schema.contains("prefixItems") || schema.contains("minItems") || schema.contains("maxItems")) {
+      } else if (schema.contains("items") || schema.contains("prefixItems") || schema.contains("minItems") ||
+                 schema.contains("maxItems")) {
         t = "array";
-      } else if (schema.contains("pattern") || schema.contains("format") || schema.contains("minLength") || schema.contains("maxLength")) {
+      } else if (schema.contains("pattern") || schema.contains("format") || schema.contains("minLength") ||
+                 schema.contains("maxLength")) {
         t = "string";
-      } else if (schema.contains("minimum") || schema.contains("maximum") || schema.contains("exclusiveMinimum") || schema.contains("exclusiveMaximum")) {
+      } else if (schema.contains("minimum") || schema.contains("maximum") ||
+                 schema.contains("exclusiveMinimum") || schema.contains("exclusiveMaximum")) {
         t = "number";
       }
     }
@@ -376,10 +425,12 @@ class Converter {
     return add_primitive(rule_name == "root" ? "root" : t, t);  // boolean, null
   }
 
-  Result<std::string> visit_object(const json& schema, const std::string& name, const std::string& rule_name, const std::string& path) {
+  Result<std::string> visit_object(const json& schema, const std::string& name, const std::string& rule_name,
+                                   const std::string& path) {
     std::vector<std::pair<std::string, json>> props;
     if (schema.contains("properties")) {
-      if (!schema["properties"].is_object()) return refuse(child(path, "properties"), "properties must be an object");
+      if (!schema["properties"].is_object())
+        return refuse(child(path, "properties"), "properties must be an object");
       for (const auto& [k, v] : schema["properties"].items()) props.emplace_back(k, v);
     }
     std::vector<std::string> required;
@@ -393,11 +444,14 @@ class Converter {
     for (const std::string& r : required) {
       bool found = false;
       for (const auto& p : props) found = found || p.first == r;
-      if (!found) return refuse(child(path, "required"), fmt::format("required property '{}' has no schema in properties", r));
+      if (!found)
+        return refuse(child(path, "required"),
+                      fmt::format("required property '{}' has no schema in properties", r));
     }
     const json additional = schema.contains("additionalProperties") ? schema["additionalProperties"] : json();
     if (!additional.is_null() && !additional.is_boolean() && !additional.is_object()) {
-      return refuse(child(path, "additionalProperties"), "additionalProperties must be a boolean or a schema");
+      return refuse(child(path, "additionalProperties"),
+                    "additionalProperties must be a boolean or a schema");
     }
     if (props.empty() && (additional.is_null() || (additional.is_boolean() && additional.get<bool>()))) {
       return add_rule(rule_name, add_primitive("object", "object"));
@@ -406,11 +460,14 @@ class Converter {
     return add_rule(rule_name, body);
   }
 
-  Result<std::string> visit_all_of(const json& schema, const std::string& name, const std::string& rule_name, const std::string& path) {
-    if (!schema["allOf"].is_array() || schema["allOf"].empty()) return refuse(child(path, "allOf"), "allOf must be a non-empty array");
+  Result<std::string> visit_all_of(const json& schema, const std::string& name, const std::string& rule_name,
+                                   const std::string& path) {
+    if (!schema["allOf"].is_array() || schema["allOf"].empty())
+      return refuse(child(path, "allOf"), "allOf must be a non-empty array");
     std::vector<std::pair<std::string, json>> props;
     std::vector<std::string> required;
-    std::function<Status(const json&, const std::string&)> add = [&](const json& comp, const std::string& cpath) -> Status {
+    std::function<Status(const json&, const std::string&)> add = [&](const json& comp,
+                                                                     const std::string& cpath) -> Status {
       if (!comp.is_object()) return refuse(cpath, "allOf component must be an object schema");
       if (comp.contains("$ref")) {
         if (!comp["$ref"].is_string()) return refuse(cpath, "$ref must be a string");
@@ -431,15 +488,20 @@ class Converter {
         return add(*target, "#" + ref.substr(1));
       }
       for (const auto& [key, value] : comp.items()) {
-        static const std::unordered_set<std::string> kOk = {"type", "properties", "required", "title", "description", "$comment"};
-        if (kOk.count(key) == 0) return refuse(child(cpath, key), fmt::format("'{}' inside an allOf component is not supported", key));
+        static const std::unordered_set<std::string> kOk = {"type",  "properties",  "required",
+                                                            "title", "description", "$comment"};
+        if (kOk.count(key) == 0)
+          return refuse(child(cpath, key),
+                        fmt::format("'{}' inside an allOf component is not supported", key));
       }
-      if (comp.contains("type") && comp["type"] != "object") return refuse(child(cpath, "type"), "allOf components must be objects");
+      if (comp.contains("type") && comp["type"] != "object")
+        return refuse(child(cpath, "type"), "allOf components must be objects");
       if (comp.contains("properties")) {
         for (const auto& [k, v] : comp["properties"].items()) {
           bool dup = false;
           for (const auto& p : props) dup = dup || p.first == k;
-          if (dup) return refuse(child(child(cpath, "properties"), k), "property defined by two allOf components");
+          if (dup)
+            return refuse(child(child(cpath, "properties"), k), "property defined by two allOf components");
           props.emplace_back(k, v);
         }
       }
@@ -464,7 +526,8 @@ class Converter {
     for (const std::string& r : required) {
       bool found = false;
       for (const auto& p : props) found = found || p.first == r;
-      if (!found) return refuse(path, fmt::format("required property '{}' has no schema in any allOf component", r));
+      if (!found)
+        return refuse(path, fmt::format("required property '{}' has no schema in any allOf component", r));
     }
     MINFER_ASSIGN_OR_RETURN(std::string body, build_object(props, required, name, json(), path));
     return add_rule(rule_name, body);
@@ -472,14 +535,17 @@ class Converter {
 
   // Properties in declaration order: required ones first (all present), then optional ones, each at most
   // once and in order; `additionalProperties` adds a trailing repeated key/value for other keys.
-  Result<std::string> build_object(const std::vector<std::pair<std::string, json>>& props, const std::vector<std::string>& required,
-                                   const std::string& name, const json& additional, const std::string& path) {
+  Result<std::string> build_object(const std::vector<std::pair<std::string, json>>& props,
+                                   const std::vector<std::string>& required, const std::string& name,
+                                   const json& additional, const std::string& path) {
     std::vector<std::string> req, opt, names;
     std::unordered_map<std::string, std::string> kv;
     const std::string prefix = name + (name.empty() ? "" : "-");
     for (const auto& [pname, pschema] : props) {
-      MINFER_ASSIGN_OR_RETURN(std::string prule, visit(pschema, prefix + pname, child(child(path, "properties"), pname)));
-      kv[pname] = add_rule(prefix + pname + "-kv", format_literal(json(pname).dump()) + " space \":\" space " + prule);
+      MINFER_ASSIGN_OR_RETURN(std::string prule,
+                              visit(pschema, prefix + pname, child(child(path, "properties"), pname)));
+      kv[pname] = add_rule(prefix + pname + "-kv",
+                           format_literal(json(pname).dump()) + " space \":\" space " + prule);
       bool is_req = false;
       for (const std::string& r : required) is_req = is_req || r == pname;
       (is_req ? req : opt).push_back(pname);
@@ -489,11 +555,13 @@ class Converter {
       const std::string sub = prefix + "additional";
       std::string value_rule;
       if (additional.is_object()) {
-        MINFER_ASSIGN_OR_RETURN(value_rule, visit(additional, sub + "-value", child(path, "additionalProperties")));
+        MINFER_ASSIGN_OR_RETURN(value_rule,
+                                visit(additional, sub + "-value", child(path, "additionalProperties")));
       } else {
         value_rule = add_primitive("value", "value");
       }
-      const std::string key_rule = names.empty() ? add_primitive("string", "string") : add_rule(sub + "-k", not_strings(names));
+      const std::string key_rule =
+          names.empty() ? add_primitive("string", "string") : add_rule(sub + "-k", not_strings(names));
       kv["*"] = add_rule(sub + "-kv", key_rule + " \":\" space " + value_rule);
       opt.push_back("*");
     }
@@ -505,7 +573,8 @@ class Converter {
       std::function<std::string(size_t, bool)> rest = [&](size_t from, bool first_optional) {
         const std::string& k = opt[from];
         const std::string comma = "( \",\" space " + kv[k] + " )";
-        std::string res = first_optional ? comma + (k == "*" ? "*" : "?") : kv[k] + (k == "*" ? " " + comma + "*" : "");
+        std::string res =
+            first_optional ? comma + (k == "*" ? "*" : "?") : kv[k] + (k == "*" ? " " + comma + "*" : "");
         if (from + 1 < opt.size()) res += " " + add_rule(prefix + k + "-rest", rest(from + 1, true));
         return res;
       };
@@ -531,7 +600,8 @@ class Converter {
     const std::string ch = add_primitive("char", "char");
     auto esc = [](char c) {
       if (c == '"' || c == '\\' || c == ']' || c == '-' || c == '^' || c == '[') return std::string("\\") + c;
-      if (static_cast<unsigned char>(c) < 0x20) return fmt::format("\\x{:02X}", static_cast<unsigned char>(c));
+      if (static_cast<unsigned char>(c) < 0x20)
+        return fmt::format("\\x{:02X}", static_cast<unsigned char>(c));
       return std::string(1, c);
     };
     std::string out = "[\"] ( ";
@@ -562,7 +632,8 @@ class Converter {
     return out + " [\"] space";
   }
 
-  Result<std::string> visit_array(const json& schema, const std::string& name, const std::string& rule_name, const std::string& path) {
+  Result<std::string> visit_array(const json& schema, const std::string& name, const std::string& rule_name,
+                                  const std::string& path) {
     int min_items = 0;
     int max_items = -1;
     if (schema.contains("minItems")) {
@@ -571,7 +642,8 @@ class Converter {
     if (schema.contains("maxItems")) {
       MINFER_ASSIGN_OR_RETURN(max_items, get_count(schema, "maxItems", path));
     }
-    if (max_items >= 0 && max_items < min_items) return refuse(child(path, "maxItems"), "maxItems < minItems");
+    if (max_items >= 0 && max_items < min_items)
+      return refuse(child(path, "maxItems"), "maxItems < minItems");
     const std::string prefix = name + (name.empty() ? "" : "-");
     const json* tuple = nullptr;
     if (schema.contains("prefixItems")) {
@@ -590,8 +662,10 @@ class Converter {
       }
       std::string rule = "\"[\" space ";
       for (int i = 0; i < n; ++i) {
-        MINFER_ASSIGN_OR_RETURN(std::string r, visit((*tuple)[static_cast<size_t>(i)], prefix + "tuple-" + std::to_string(i),
-                                                      child(child(path, schema.contains("prefixItems") ? "prefixItems" : "items"), std::to_string(i))));
+        MINFER_ASSIGN_OR_RETURN(
+            std::string r, visit((*tuple)[static_cast<size_t>(i)], prefix + "tuple-" + std::to_string(i),
+                                 child(child(path, schema.contains("prefixItems") ? "prefixItems" : "items"),
+                                       std::to_string(i))));
         rule += (i ? " \",\" space " : "") + r;
       }
       return add_rule(rule_name, rule + " \"]\" space");
@@ -607,16 +681,22 @@ class Converter {
       if (min_items == 0 && max_items < 0) return add_rule(rule_name, add_primitive("array", "array"));
       item_rule = add_primitive("value", "value");
     }
-    return add_rule(rule_name, "\"[\" space " + build_repetition(item_rule, min_items, max_items, "\",\" space") + " \"]\" space");
+    return add_rule(
+        rule_name,
+        "\"[\" space " + build_repetition(item_rule, min_items, max_items, "\",\" space") + " \"]\" space");
   }
 
-  Result<std::string> visit_string(const json& schema, const std::string& rule_name, const std::string& path) {
+  Result<std::string> visit_string(const json& schema, const std::string& rule_name,
+                                   const std::string& path) {
     const bool has_len = schema.contains("minLength") || schema.contains("maxLength");
-    int n_kinds = (schema.contains("pattern") ? 1 : 0) + (schema.contains("format") ? 1 : 0) + (has_len ? 1 : 0);
-    if (n_kinds > 1) return refuse(path, "combining pattern, format and minLength/maxLength is not supported");
+    int n_kinds =
+        (schema.contains("pattern") ? 1 : 0) + (schema.contains("format") ? 1 : 0) + (has_len ? 1 : 0);
+    if (n_kinds > 1)
+      return refuse(path, "combining pattern, format and minLength/maxLength is not supported");
     if (schema.contains("pattern")) {
       if (!schema["pattern"].is_string()) return refuse(child(path, "pattern"), "pattern must be a string");
-      MINFER_ASSIGN_OR_RETURN(std::string body, pattern_to_gbnf(schema["pattern"].get<std::string>(), rule_name, child(path, "pattern")));
+      MINFER_ASSIGN_OR_RETURN(std::string body, pattern_to_gbnf(schema["pattern"].get<std::string>(),
+                                                                rule_name, child(path, "pattern")));
       return add_rule(rule_name, body);
     }
     if (schema.contains("format")) {
@@ -626,17 +706,18 @@ class Converter {
       if (fs == "date" || fs == "time" || fs == "date-time") {
         return add_rule(rule_name, add_primitive(fs + "-string", fs + "-string"));
       }
-      return refuse(child(path, "format"), fmt::format("string format {} is not supported (date, time, date-time, uuid)", f.dump()));
+      return refuse(child(path, "format"),
+                    fmt::format("string format {} is not supported (date, time, date-time, uuid)", f.dump()));
     }
     if (has_len) {
       int min_len = 0;
       int max_len = -1;
       if (schema.contains("minLength")) {
-      MINFER_ASSIGN_OR_RETURN(min_len, get_count(schema, "minLength", path));
-    }
+        MINFER_ASSIGN_OR_RETURN(min_len, get_count(schema, "minLength", path));
+      }
       if (schema.contains("maxLength")) {
-      MINFER_ASSIGN_OR_RETURN(max_len, get_count(schema, "maxLength", path));
-    }
+        MINFER_ASSIGN_OR_RETURN(max_len, get_count(schema, "maxLength", path));
+      }
       if (max_len >= 0 && max_len < min_len) return refuse(child(path, "maxLength"), "maxLength < minLength");
       const std::string ch = add_primitive("char", "char");
       return add_rule(rule_name, "\"\\\"\" " + build_repetition(ch, min_len, max_len) + " \"\\\"\" space");
@@ -650,34 +731,41 @@ class Converter {
     bool exclusive = false;
   };
 
-  Result<Bound> get_bound(const json& schema, const char* incl, const char* excl, bool lower, const std::string& path) {
+  Result<Bound> get_bound(const json& schema, const char* incl, const char* excl, bool lower,
+                          const std::string& path) {
     Bound b;
     for (const char* key : {incl, excl}) {
       if (!schema.contains(key)) continue;
       const json& v = schema[key];
-      if (!v.is_number() || !std::isfinite(v.get<double>())) return refuse(child(path, key), fmt::format("'{}' must be a number", key));
+      if (!v.is_number() || !std::isfinite(v.get<double>()))
+        return refuse(child(path, key), fmt::format("'{}' must be a number", key));
       const double x = v.get<double>();
       const bool ex = key == excl;
       // Keep the tighter of minimum / exclusiveMinimum (resp. maximum) when both are given.
-      const bool tighter = !b.present || (lower ? (x > b.value || (x == b.value && ex)) : (x < b.value || (x == b.value && ex)));
+      const bool tighter = !b.present || (lower ? (x > b.value || (x == b.value && ex))
+                                                : (x < b.value || (x == b.value && ex)));
       if (tighter) b = Bound{true, x, ex};
     }
     return b;
   }
 
-  Result<std::string> visit_number(const json& schema, const std::string& t, const std::string& rule_name, const std::string& path) {
+  Result<std::string> visit_number(const json& schema, const std::string& t, const std::string& rule_name,
+                                   const std::string& path) {
     MINFER_ASSIGN_OR_RETURN(Bound lo, get_bound(schema, "minimum", "exclusiveMinimum", true, path));
     MINFER_ASSIGN_OR_RETURN(Bound hi, get_bound(schema, "maximum", "exclusiveMaximum", false, path));
     if (!lo.present && !hi.present) return add_primitive(rule_name == "root" ? "root" : t, t);
     constexpr double kLimit = 9.0e15;  // bounds beyond this lose integer precision in a double
     for (const Bound* b : {&lo, &hi}) {
-      if (b->present && std::fabs(b->value) > kLimit) return refuse(path, fmt::format("numeric bound {} is too large", b->value));
+      if (b->present && std::fabs(b->value) > kLimit)
+        return refuse(path, fmt::format("numeric bound {} is too large", b->value));
     }
     if (t == "integer") {
       int64_t min_v = std::numeric_limits<int64_t>::min();
       int64_t max_v = std::numeric_limits<int64_t>::max();
-      if (lo.present) min_v = static_cast<int64_t>(lo.exclusive ? std::floor(lo.value) + 1 : std::ceil(lo.value));
-      if (hi.present) max_v = static_cast<int64_t>(hi.exclusive ? std::ceil(hi.value) - 1 : std::floor(hi.value));
+      if (lo.present)
+        min_v = static_cast<int64_t>(lo.exclusive ? std::floor(lo.value) + 1 : std::ceil(lo.value));
+      if (hi.present)
+        max_v = static_cast<int64_t>(hi.exclusive ? std::ceil(hi.value) - 1 : std::floor(hi.value));
       if (min_v > max_v) return refuse(path, "the integer bounds leave no value");
       return add_rule(rule_name, "(" + int_range(min_v, max_v) + ") space");
     }
@@ -703,8 +791,10 @@ class Converter {
       if (a_open) alts.push_back(sign + "(" + nonneg_range(a, a) + ") " + pos_frac);
       const int64_t full_lo = a_open ? a + 1 : a;
       const int64_t full_hi = bounded ? b - 1 : -1;
-      if (!bounded || full_lo <= full_hi) alts.push_back(sign + "(" + nonneg_range(full_lo, full_hi) + ") " + any_frac);
-      if (bounded && !b_open && !(a_open && a == b)) alts.push_back(sign + "(" + nonneg_range(b, b) + ") " + zero_frac);
+      if (!bounded || full_lo <= full_hi)
+        alts.push_back(sign + "(" + nonneg_range(full_lo, full_hi) + ") " + any_frac);
+      if (bounded && !b_open && !(a_open && a == b))
+        alts.push_back(sign + "(" + nonneg_range(b, b) + ") " + zero_frac);
     };
     const double inf = std::numeric_limits<double>::infinity();
     const double l = lo.present ? lo.value : -inf;
@@ -712,7 +802,8 @@ class Converter {
     // Non-negative side: [max(l, 0), h].
     if (h >= 0) {
       const bool a_open = l >= 0 && lo.exclusive;
-      magnitude(l > 0 ? static_cast<int64_t>(l) : 0, a_open, h == inf ? -1 : static_cast<int64_t>(h), hi.exclusive, "");
+      magnitude(l > 0 ? static_cast<int64_t>(l) : 0, a_open, h == inf ? -1 : static_cast<int64_t>(h),
+                hi.exclusive, "");
     }
     // Negative side: magnitude in (max(-h, 0), -l], never -0.
     if (l < 0) {
@@ -729,7 +820,8 @@ class Converter {
   // Supported: ^...$ (required), literals and escapes, ., [...] classes (ranges, negation, \d \w \s),
   // \d \w \s \D \W \S, groups (...) and (?:...), |, * + ? {m} {m,} {m,n}. Characters that JSON must escape
   // (" \ and controls) are generated in escaped form for literals and left out of classes and `.`.
-  Result<std::string> pattern_to_gbnf(const std::string& pattern, const std::string& name, const std::string& path) {
+  Result<std::string> pattern_to_gbnf(const std::string& pattern, const std::string& name,
+                                      const std::string& path) {
     if (pattern.size() < 2 || pattern.front() != '^' || pattern.back() != '$') {
       return refuse(path, fmt::format("pattern '{}' must start with '^' and end with '$'", pattern));
     }
@@ -743,7 +835,8 @@ class Converter {
   }
 
   Status re_error(const std::string& what) {
-    return unsupported("json-schema: pattern at {}: {} (at offset {} of '{}')", re_path_, what, re_pos_ + 1, re_);
+    return unsupported("json-schema: pattern at {}: {} (at offset {} of '{}')", re_path_, what, re_pos_ + 1,
+                       re_);
   }
 
   Result<std::string> re_alternation() {
@@ -777,7 +870,8 @@ class Converter {
           const std::string inner = re_.substr(re_pos_ + 1, close - re_pos_ - 1);
           const size_t comma = inner.find(',');
           auto num = [&](const std::string& s, int* out) {
-            if (s.empty() || s.size() > 5 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+            if (s.empty() || s.size() > 5 || s.find_first_not_of("0123456789") != std::string::npos)
+              return false;
             *out = std::stoi(s);
             return true;
           };
@@ -786,9 +880,11 @@ class Converter {
             max_t = min_t;
           } else {
             if (!num(inner.substr(0, comma), &min_t)) return re_error("bad {m,n}");
-            if (comma + 1 < inner.size() && !num(inner.substr(comma + 1), &max_t)) return re_error("bad {m,n}");
+            if (comma + 1 < inner.size() && !num(inner.substr(comma + 1), &max_t))
+              return re_error("bad {m,n}");
           }
-          if ((max_t >= 0 && max_t < min_t) || min_t > kMaxLength || max_t > kMaxLength) return re_error("bad {m,n}");
+          if ((max_t >= 0 && max_t < min_t) || min_t > kMaxLength || max_t > kMaxLength)
+            return re_error("bad {m,n}");
           re_pos_ = close + 1;
         }
         if (min_t >= 0) {
@@ -811,10 +907,14 @@ class Converter {
     if (c == '\\') return R"("\\\\")";
     if (c < 0x20) {
       switch (c) {
-        case '\n': return R"("\\n")";
-        case '\t': return R"("\\t")";
-        case '\r': return R"("\\r")";
-        default: return fmt::format("\"\\\\u{:04x}\"", c);
+        case '\n':
+          return R"("\\n")";
+        case '\t':
+          return R"("\\t")";
+        case '\r':
+          return R"("\\r")";
+        default:
+          return fmt::format("\"\\\\u{:04x}\"", c);
       }
     }
     std::string s;
@@ -837,7 +937,8 @@ class Converter {
   }
 
   static std::string class_cp(uint32_t c) {
-    if (c == ']' || c == '[' || c == '\\' || c == '-' || c == '^' || c == '"') return std::string("\\") + static_cast<char>(c);
+    if (c == ']' || c == '[' || c == '\\' || c == '-' || c == '^' || c == '"')
+      return std::string("\\") + static_cast<char>(c);
     if (c < 0x20 || c == 0x7F) return fmt::format("\\x{:02X}", c);
     if (c > 0x7F) return fmt::format("\\U{:08X}", c);
     return std::string(1, static_cast<char>(c));
@@ -882,10 +983,20 @@ class Converter {
   // Escape class shorthands: \d \w \s (negated when upper case).
   static bool shorthand(char c, Ranges* r, bool* negated) {
     switch (c) {
-      case 'd': case 'D': *r = {{'0', '9'}}; break;
-      case 'w': case 'W': *r = {{'a', 'z'}, {'A', 'Z'}, {'0', '9'}, {'_', '_'}}; break;
-      case 's': case 'S': *r = {{' ', ' '}, {'\t', '\r'}}; break;
-      default: return false;
+      case 'd':
+      case 'D':
+        *r = {{'0', '9'}};
+        break;
+      case 'w':
+      case 'W':
+        *r = {{'a', 'z'}, {'A', 'Z'}, {'0', '9'}, {'_', '_'}};
+        break;
+      case 's':
+      case 'S':
+        *r = {{' ', ' '}, {'\t', '\r'}};
+        break;
+      default:
+        return false;
     }
     *negated = c >= 'A' && c <= 'Z';
     return true;
@@ -893,13 +1004,20 @@ class Converter {
 
   Result<uint32_t> re_escaped_char(char c) {
     switch (c) {
-      case 'n': return uint32_t{'\n'};
-      case 't': return uint32_t{'\t'};
-      case 'r': return uint32_t{'\r'};
-      case 'f': return uint32_t{'\f'};
-      case 'v': return uint32_t{'\v'};
-      case '0': return uint32_t{0};
-      default: break;
+      case 'n':
+        return uint32_t{'\n'};
+      case 't':
+        return uint32_t{'\t'};
+      case 'r':
+        return uint32_t{'\r'};
+      case 'f':
+        return uint32_t{'\f'};
+      case 'v':
+        return uint32_t{'\v'};
+      case '0':
+        return uint32_t{0};
+      default:
+        break;
     }
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
       return re_error(fmt::format("escape '\\{}' is not supported", c));
@@ -912,7 +1030,8 @@ class Converter {
     int len = lead < 0x80 ? 1 : (lead >> 5) == 6 ? 2 : (lead >> 4) == 14 ? 3 : (lead >> 3) == 30 ? 4 : 0;
     if (len == 0 || re_pos_ + static_cast<size_t>(len) > re_.size()) return re_error("invalid UTF-8");
     uint32_t cp = len == 1 ? lead : lead & (0x7F >> len);
-    for (int i = 1; i < len; ++i) cp = (cp << 6) | (static_cast<unsigned char>(re_[re_pos_ + static_cast<size_t>(i)]) & 0x3F);
+    for (int i = 1; i < len; ++i)
+      cp = (cp << 6) | (static_cast<unsigned char>(re_[re_pos_ + static_cast<size_t>(i)]) & 0x3F);
     re_pos_ += static_cast<size_t>(len);
     return cp;
   }
@@ -1017,7 +1136,14 @@ class Converter {
 
 }  // namespace
 
-Result<std::string> to_grammar_from_json(const nlohmann::ordered_json& schema) { return Converter().run(schema); }
+Result<std::string> to_grammar_from_json(const nlohmann::ordered_json& schema) {
+  // nlohmann throws on some inputs (e.g. invalid UTF-8 in a key being dumped): no exception leaves here.
+  try {
+    return Converter().run(schema);
+  } catch (const std::exception& e) {
+    return invalid_argument("json-schema: {}", e.what());
+  }
+}
 
 Result<std::string> to_grammar(std::string_view schema_json) {
   json schema = json::parse(schema_json.begin(), schema_json.end(), nullptr, /*allow_exceptions=*/false);

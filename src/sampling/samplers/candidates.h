@@ -33,7 +33,9 @@ inline bool is_identity_layout(const Candidates& c) {
 
 // The candidate order every sorting stage uses: logit descending, then id ascending (a total order, so
 // partial and full sorts agree on their common prefix).
-bool logit_desc(const TokenData& a, const TokenData& b);
+inline bool logit_desc(const TokenData& a, const TokenData& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
 // Sorts by logit_desc when not sorted yet.
 void sort_desc(Candidates& c);
 // Fills p with softmax(logit); sorts first when `do_sort`.

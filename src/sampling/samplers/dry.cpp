@@ -8,8 +8,8 @@
 namespace minfer::sampling {
 namespace {
 
-constexpr size_t kMaxBreakerChars = 40;   // llama.cpp truncates longer breakers
-constexpr size_t kMaxBreakerTail = 20;    // and caps the token tail
+constexpr size_t kMaxBreakerChars = 40;  // llama.cpp truncates longer breakers
+constexpr size_t kMaxBreakerTail = 20;   // and caps the token tail
 constexpr size_t kUnboundedHistory = 1 << 16;
 
 // For each token: a breaker fully inside it restarts alone (empty tail); a token ending with a prefix of
@@ -54,12 +54,15 @@ Dry::Dry(const SamplerConfig& cfg, const VocabView& vocab)
       base_(cfg.dry_base),
       allowed_length_(cfg.dry_allowed_length),
       last_n_(cfg.dry_penalty_last_n),
-      capacity_(cfg.dry_penalty_last_n < 0 ? kUnboundedHistory : static_cast<size_t>(cfg.dry_penalty_last_n)) {
+      capacity_(cfg.dry_penalty_last_n < 0 ? kUnboundedHistory
+                                           : static_cast<size_t>(cfg.dry_penalty_last_n)) {
   if (!active()) return;
   for (const std::string& s : cfg.dry_sequence_breakers) add_breaker(vocab, s, &breakers_);
 }
 
-bool Dry::active() const { return multiplier_ != 0.0f && base_ >= 1.0f && last_n_ != 0; }
+bool Dry::active() const {
+  return multiplier_ != 0.0f && base_ >= 1.0f && last_n_ != 0;
+}
 
 void Dry::accept(int32_t token) {
   if (!active()) return;
@@ -82,7 +85,8 @@ void Dry::apply(Candidates& c) {
       const int len = static_cast<int>(it->second.size());
       if (len <= longest || len > i) continue;
       bool match = true;
-      for (int off = 0; off < len && match; ++off) match = it->second[static_cast<size_t>(off)] == rat(i - off - 1);
+      for (int off = 0; off < len && match; ++off)
+        match = it->second[static_cast<size_t>(off)] == rat(i - off - 1);
       if (match) longest = len;
     }
     if (longest >= 0) {
@@ -111,7 +115,8 @@ void Dry::apply(Candidates& c) {
       const int p = k - lt;
       const int right_len = rt - k + 1;
       if (repeat_count_[static_cast<size_t>(last - p)] < right_len) {
-        repeat_count_[static_cast<size_t>(last - k)] = std::min(repeat_count_[static_cast<size_t>(last - p)], rep_limit);
+        repeat_count_[static_cast<size_t>(last - k)] =
+            std::min(repeat_count_[static_cast<size_t>(last - p)], rep_limit);
       } else {
         int i = rt + 1;
         while (i < n && rat(i) == rat(i - k)) ++i;

@@ -40,14 +40,15 @@ size_t Mirostat::sample(Candidates& c, Rng& rng) {
     }
     const float s_hat = sum_ti_bi / sum_ti_sq;
     const float epsilon_hat = s_hat - 1.0f;
-    const float k = std::pow((epsilon_hat * std::pow(2.0f, mu_)) /
-                                 (1.0f - std::pow(static_cast<float>(n_vocab_), -epsilon_hat)),
-                             1.0f / s_hat);
+    const float k = std::pow(
+        (epsilon_hat * std::pow(2.0f, mu_)) / (1.0f - std::pow(static_cast<float>(n_vocab_), -epsilon_hat)),
+        1.0f / s_hat);
     // NaN or huge k (flat distributions) keep everything; llama.cpp's int(k) is undefined there.
     int32_t ki = 1;
-    if (std::isfinite(k) && k >= 1.0f) ki = k >= static_cast<float>(c.size()) ? static_cast<int32_t>(c.size())
-                                                                                : static_cast<int32_t>(k);
-    else if (!std::isfinite(k) && !(k < 0.0f)) ki = static_cast<int32_t>(c.size());
+    if (std::isfinite(k) && k >= 1.0f)
+      ki = k >= static_cast<float>(c.size()) ? static_cast<int32_t>(c.size()) : static_cast<int32_t>(k);
+    else if (!std::isfinite(k) && !(k < 0.0f))
+      ki = static_cast<int32_t>(c.size());
     top_k(c, std::max(ki, 1));
   } else {
     size_t keep = 0;

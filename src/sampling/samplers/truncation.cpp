@@ -16,7 +16,8 @@ void top_k(Candidates& c, int32_t k) {
   if (k <= 0) return;
   const size_t keep = std::min(static_cast<size_t>(k), c.size());
   if (!c.sorted) {
-    std::partial_sort(c.data.begin(), c.data.begin() + static_cast<ptrdiff_t>(keep), c.data.end(), logit_desc);
+    std::partial_sort(c.data.begin(), c.data.begin() + static_cast<ptrdiff_t>(keep), c.data.end(),
+                      logit_desc);
     c.sorted = true;
   }
   c.data.resize(keep);
@@ -29,7 +30,8 @@ void top_p(Candidates& c, float p, size_t min_keep) {
     // the same float sums as the full path, so the result is identical.
     softmax(c, false);
     const size_t head = 256;
-    std::partial_sort(c.data.begin(), c.data.begin() + static_cast<ptrdiff_t>(head), c.data.end(), logit_desc);
+    std::partial_sort(c.data.begin(), c.data.begin() + static_cast<ptrdiff_t>(head), c.data.end(),
+                      logit_desc);
     float cum = 0.0f;
     for (size_t i = 0; i < head; ++i) {
       cum += c.data[i].p;

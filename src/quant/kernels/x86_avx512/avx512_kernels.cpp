@@ -11,5 +11,14 @@
 #define MINFER_X86_MAX_NC 4  // 32 ymm registers: 4 rows x 4 tokens of accumulators
 
 namespace minfer::kernels::avx512 {
+void fill_repack(CpuKernels& k);  // repack_avx512.cpp
+
+namespace shared {
 #include "quant/kernels/x86_avx2/x86_kernels.inc"
+}  // namespace shared
+
+void fill(CpuKernels& k) {
+  shared::fill(k);
+  fill_repack(k);
+}
 }  // namespace minfer::kernels::avx512

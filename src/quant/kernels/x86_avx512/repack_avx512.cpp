@@ -1,0 +1,402 @@
+// Row-interleaved ("x8") Q8_0 and Q4_0 weights and their AVX-512 VNNI GEMM (256-bit vectors with
+// vpdpbusd: on Zen 4 as fast per element as 512-bit, and 32 registers for a 8-row x 4-token tile).
+// Quants are stored unsigned (q + offset) so vpdpbusd(u8 weights, s8 activations) needs no sign trick;
+// the offset is removed with the activation block sums: sum((q+o)*x) - o*sum(x).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "quant/blocks.h"
+#include "quant/kernels/kernels.h"
+
+namespace minfer::kernels::avx512 {
+namespace {
+
+using quant::BlockQ4_0;
+using quant::BlockQ4_K;
+using quant::BlockQ5_0;
+using quant::BlockQ6_K;
+using quant::BlockQ8_0;
+using quant::BlockQ8_K;
+
+constexpr int R = kRepackRows;
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+// Packed group block: float d[8]; then quants. Q8_0x8: 8 x 32 bytes, vector j = rows' bytes 4j..4j+3
+// (+128). Q4_0x8: 4 x 32 bytes, vector j = per row 4 bytes whose low nibbles are elements 4j..4j+3 and
+// high nibbles elements 16+4j..16+4j+3 (unsigned nibbles, offset 8).
+struct Q8x8 {
+  float d[R];
+  uint8_t q[8][32];
+};
+struct Q4x8 {
+  float d[R];
+  uint8_t q[4][32];
+};
+
+template <class G>
+size_t packed_bytes(int64_t n, int64_t k) {
+  return static_cast<size_t>((n + R - 1) / R) * static_cast<size_t>(k / 32) * sizeof(G);
+}
+
+void pack_q8_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
+  const int64_t nb = k / 32;
+  auto* out = static_cast<Q8x8*>(dst);
+  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      Q8x8& o = out[g * nb + b];
+      std::memset(&o, 0, sizeof(o));
+      for (int r = 0; r < R; ++r) {
+        const int64_t row = g * R + r;
+        if (row >= n) {
+          for (int j = 0; j < 8; ++j) std::memset(&o.q[j][4 * r], 128, 4);  // zero weights (offset 128)
+          continue;
+        }
+        const auto* blk = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        o.d[r] = h2f(blk->d);
+        for (int j = 0; j < 8; ++j) {
+          for (int t = 0; t < 4; ++t) o.q[j][4 * r + t] = static_cast<uint8_t>(blk->qs[4 * j + t] + 128);
+        }
+      }
+    }
+  }
+}
+
+// Q5_0 rides on the Q8_0 layout: the 5-bit value (nibble | high bit << 4) is q + 16.
+void pack_q5_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
+  const int64_t nb = k / 32;
+  auto* out = static_cast<Q8x8*>(dst);
+  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      Q8x8& o = out[g * nb + b];
+      std::memset(&o, 0, sizeof(o));
+      for (int r = 0; r < R; ++r) {
+        const int64_t row = g * R + r;
+        if (row >= n) {
+          for (int j = 0; j < 8; ++j) std::memset(&o.q[j][4 * r], 16, 4);
+          continue;
+        }
+        const auto* blk = reinterpret_cast<const BlockQ5_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        o.d[r] = h2f(blk->d);
+        uint32_t qh;
+        std::memcpy(&qh, blk->qh, 4);
+        for (int e = 0; e < 32; ++e) {
+          const int nib = e < 16 ? (blk->qs[e] & 0xF) : (blk->qs[e - 16] >> 4);
+          const int v = nib | static_cast<int>(((qh >> e) & 1u) << 4);
+          o.q[e / 4][4 * r + e % 4] = static_cast<uint8_t>(v);
+        }
+      }
+    }
+  }
+}
+
+void pack_q4_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
+  const int64_t nb = k / 32;
+  auto* out = static_cast<Q4x8*>(dst);
+  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      Q4x8& o = out[g * nb + b];
+      std::memset(&o, 0x88, sizeof(o.q));  // padding rows: nibbles 8 = zero weights
+      for (int r = 0; r < R; ++r) o.d[r] = 0.0f;
+      for (int r = 0; r < R; ++r) {
+        const int64_t row = g * R + r;
+        if (row >= n) continue;
+        const auto* blk = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        o.d[r] = h2f(blk->d);
+        // Q4_0 byte i holds element i (low nibble) and element i+16 (high nibble): the same pairing.
+        for (int j = 0; j < 4; ++j) {
+          for (int t = 0; t < 4; ++t) o.q[j][4 * r + t] = blk->qs[4 * j + t];
+        }
+      }
+    }
+  }
+}
+
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+template <int kOffset, int NC>
+void gemm_q8_0_cols(int64_t k, const Q8x8* grp, int nr, const uint8_t* x, size_t xs, const int32_t* xsum,
+                    size_t xss, float* y, size_t ldy) {
+  const int64_t nb = k / 32;
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q8x8& g = grp[b];
+    __m256i w[8];
+    for (int j = 0; j < 8; ++j) w[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q[j]));
+    const __m256 dw = _mm256_loadu_ps(g.d);
+    for (int c = 0; c < NC; ++c) {
+      const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
+      __m256i s = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) s = _mm256_dpbusd_epi32(s, w[j], bcast4(xb->qs + 4 * j));
+      s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset * xsum[c * xss + b]));
+      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(xb->d)));
+      acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(_mm256_cvtepi32_ps(s), d));
+    }
+  }
+  alignas(32) float out[R];
+  for (int c = 0; c < NC; ++c) {
+    _mm256_store_ps(out, acc[c]);
+    std::memcpy(y + c * ldy, out, static_cast<size_t>(nr) * sizeof(float));
+  }
+}
+
+template <int NC>
+void gemm_q4_0_cols(int64_t k, const Q4x8* grp, int nr, const uint8_t* x, size_t xs, const int32_t* xsum,
+                    size_t xss, float* y, size_t ldy) {
+  const int64_t nb = k / 32;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q4x8& g = grp[b];
+    __m256i lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q[j]));
+      lo[j] = _mm256_and_si256(v, m4);
+      hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    const __m256 dw = _mm256_loadu_ps(g.d);
+    for (int c = 0; c < NC; ++c) {
+      const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
+      __m256i s = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {
+        s = _mm256_dpbusd_epi32(s, lo[j], bcast4(xb->qs + 4 * j));
+        s = _mm256_dpbusd_epi32(s, hi[j], bcast4(xb->qs + 16 + 4 * j));
+      }
+      s = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * xsum[c * xss + b]));
+      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(xb->d)));
+      acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(_mm256_cvtepi32_ps(s), d));
+    }
+  }
+  alignas(32) float out[R];
+  for (int c = 0; c < NC; ++c) {
+    _mm256_store_ps(out, acc[c]);
+    std::memcpy(y + c * ldy, out, static_cast<size_t>(nr) * sizeof(float));
+  }
+}
+
+// ------------------------------------------------------------------------------------------ K-quants
+// Activations are Q8_K (256 per block); xsum is unused (Q8_K carries its own bsums).
+
+inline void scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
+  }
+}
+
+// Q4_K x8 super-block: chunk j (64 elements) has 8 vectors; vector t = rows' qs[32j+4t .. +3] whose low
+// nibbles are sub-block 2j and high nibbles sub-block 2j+1 (elements 4t..4t+3).
+struct Q4Kx8 {
+  float d[R];
+  float dmin[R];
+  uint8_t sc[8][R];  // [sub-block][row] 6-bit scale
+  uint8_t mn[8][R];  // [sub-block][row] 6-bit min
+  uint8_t q[4][8][32];
+};
+
+size_t packed_bytes_q4_K(int64_t n, int64_t k) {
+  return static_cast<size_t>((n + R - 1) / R) * static_cast<size_t>(k / 256) * sizeof(Q4Kx8);
+}
+
+void pack_q4_K(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
+  const int64_t nb = k / 256;
+  auto* out = static_cast<Q4Kx8*>(dst);
+  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      Q4Kx8& o = out[g * nb + b];
+      std::memset(&o, 0, sizeof(o));
+      for (int r = 0; r < R; ++r) {
+        const int64_t row = g * R + r;
+        if (row >= n) continue;  // zero scales: padding rows contribute nothing
+        const auto* blk = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        o.d[r] = h2f(blk->d);
+        o.dmin[r] = h2f(blk->dmin);
+        for (int j = 0; j < 8; ++j) scale_min_k4(j, blk->scales, &o.sc[j][r], &o.mn[j][r]);
+        for (int j = 0; j < 4; ++j) {
+          for (int t = 0; t < 8; ++t) std::memcpy(&o.q[j][t][4 * r], blk->qs + 32 * j + 4 * t, 4);
+        }
+      }
+    }
+  }
+}
+
+inline __m256i load_u8x8_epi32(const uint8_t* p) {
+  return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+template <int NC>
+void gemm_q4_K_cols(int64_t k, const Q4Kx8* grp, int nr, const uint8_t* x, size_t xs, const int32_t*, size_t,
+                    float* y, size_t ldy) {
+  const int64_t nb = k / 256;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q4Kx8& g = grp[b];
+    const BlockQ8_K* xb[NC];
+    for (int c = 0; c < NC; ++c) xb[c] = reinterpret_cast<const BlockQ8_K*>(x + c * xs) + b;
+    __m256i sumi[NC];
+    for (int c = 0; c < NC; ++c) sumi[c] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      __m256i lo[8], hi[8];
+      for (int t = 0; t < 8; ++t) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q[j][t]));
+        lo[t] = _mm256_and_si256(v, m4);
+        hi[t] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      }
+      const __m256i s_lo = load_u8x8_epi32(g.sc[2 * j]);
+      const __m256i s_hi = load_u8x8_epi32(g.sc[2 * j + 1]);
+      for (int c = 0; c < NC; ++c) {
+        const int8_t* xq = xb[c]->qs + 64 * j;
+        __m256i a = _mm256_setzero_si256(), h = _mm256_setzero_si256();
+        for (int t = 0; t < 8; ++t) {
+          a = _mm256_dpbusd_epi32(a, lo[t], bcast4(xq + 4 * t));
+          h = _mm256_dpbusd_epi32(h, hi[t], bcast4(xq + 32 + 4 * t));
+        }
+        sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(_mm256_mullo_epi32(a, s_lo), _mm256_mullo_epi32(h, s_hi)));
+      }
+    }
+    const __m256 dw = _mm256_loadu_ps(g.d);
+    const __m256 dmw = _mm256_loadu_ps(g.dmin);
+    for (int c = 0; c < NC; ++c) {
+      __m256i summ = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        const int32_t bs = xb[c]->bsums[2 * j] + xb[c]->bsums[2 * j + 1];
+        summ = _mm256_add_epi32(summ, _mm256_mullo_epi32(load_u8x8_epi32(g.mn[j]), _mm256_set1_epi32(bs)));
+      }
+      const __m256 xd = _mm256_set1_ps(xb[c]->d);
+      const __m256 t1 = _mm256_mul_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(sumi[c]));
+      const __m256 t2 = _mm256_mul_ps(_mm256_mul_ps(dmw, xd), _mm256_cvtepi32_ps(summ));
+      acc[c] = _mm256_add_ps(acc[c], _mm256_sub_ps(t1, t2));
+    }
+  }
+  alignas(32) float out[R];
+  for (int c = 0; c < NC; ++c) {
+    _mm256_store_ps(out, acc[c]);
+    std::memcpy(y + c * ldy, out, static_cast<size_t>(nr) * sizeof(float));
+  }
+}
+
+// Q6_K x8 super-block: quants unpacked to bytes 0..63 (q + 32); vector v = rows' elements 4v..4v+3.
+struct Q6Kx8 {
+  float d[R];
+  int8_t sc[16][R];  // [group of 16][row]
+  uint8_t q[64][32];
+};
+
+size_t packed_bytes_q6_K(int64_t n, int64_t k) {
+  return static_cast<size_t>((n + R - 1) / R) * static_cast<size_t>(k / 256) * sizeof(Q6Kx8);
+}
+
+void pack_q6_K(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
+  const int64_t nb = k / 256;
+  auto* out = static_cast<Q6Kx8*>(dst);
+  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      Q6Kx8& o = out[g * nb + b];
+      std::memset(&o, 0, sizeof(o));
+      for (int r = 0; r < R; ++r) {
+        const int64_t row = g * R + r;
+        if (row >= n) continue;
+        const auto* blk = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        o.d[r] = h2f(blk->d);
+        for (int i = 0; i < 16; ++i) o.sc[i][r] = blk->scales[i];
+        for (int half = 0; half < 2; ++half) {
+          const uint8_t* ql = blk->ql + 64 * half;
+          const uint8_t* qh = blk->qh + 32 * half;
+          for (int l = 0; l < 32; ++l) {
+            const int v[4] = {(ql[l] & 0xF) | ((qh[l] & 3) << 4), (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4),
+                              (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4), (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)};
+            for (int quarter = 0; quarter < 4; ++quarter) {
+              const int e = 128 * half + 32 * quarter + l;
+              o.q[e / 4][4 * r + e % 4] = static_cast<uint8_t>(v[quarter]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template <int NC>
+void gemm_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_t xs, const int32_t*, size_t,
+                    float* y, size_t ldy) {
+  const int64_t nb = k / 256;
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q6Kx8& g = grp[b];
+    const BlockQ8_K* xb[NC];
+    for (int c = 0; c < NC; ++c) xb[c] = reinterpret_cast<const BlockQ8_K*>(x + c * xs) + b;
+    __m256i sumi[NC];
+    for (int c = 0; c < NC; ++c) sumi[c] = _mm256_setzero_si256();
+    for (int grp16 = 0; grp16 < 16; ++grp16) {
+      __m256i w[4];
+      for (int t = 0; t < 4; ++t) w[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q[4 * grp16 + t]));
+      const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g.sc[grp16])));
+      for (int c = 0; c < NC; ++c) {
+        const int8_t* xq = xb[c]->qs + 16 * grp16;
+        __m256i a = _mm256_setzero_si256();
+        for (int t = 0; t < 4; ++t) a = _mm256_dpbusd_epi32(a, w[t], bcast4(xq + 4 * t));
+        a = _mm256_sub_epi32(a, _mm256_set1_epi32(32 * xb[c]->bsums[grp16]));
+        sumi[c] = _mm256_add_epi32(sumi[c], _mm256_mullo_epi32(a, sc));
+      }
+    }
+    const __m256 dw = _mm256_loadu_ps(g.d);
+    for (int c = 0; c < NC; ++c) {
+      // Reference order: (d_w * d_x) * sumi.
+      const __m256 t = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xb[c]->d)), _mm256_cvtepi32_ps(sumi[c]));
+      acc[c] = _mm256_add_ps(acc[c], t);
+    }
+  }
+  alignas(32) float out[R];
+  for (int c = 0; c < NC; ++c) {
+    _mm256_store_ps(out, acc[c]);
+    std::memcpy(y + c * ldy, out, static_cast<size_t>(nr) * sizeof(float));
+  }
+}
+
+template <class G, void (*F1)(int64_t, const G*, int, const uint8_t*, size_t, const int32_t*, size_t, float*, size_t),
+          void (*F4)(int64_t, const G*, int, const uint8_t*, size_t, const int32_t*, size_t, float*, size_t)>
+void gemm(int64_t k, const void* group, int nr, const void* vx, size_t xs, const int32_t* xsum, size_t xss, int nc,
+          float* y, size_t ldy) {
+  const auto* g = static_cast<const G*>(group);
+  const auto* x = static_cast<const uint8_t*>(vx);
+  int c = 0;
+  for (; c + 4 <= nc; c += 4) F4(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
+  for (; c < nc; ++c) F1(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
+}
+
+const RepackKernels kQ8_0x8{packed_bytes<Q8x8>, pack_q8_0,
+                            gemm<Q8x8, gemm_q8_0_cols<128, 1>, gemm_q8_0_cols<128, 4>>};
+const RepackKernels kQ5_0x8{packed_bytes<Q8x8>, pack_q5_0,
+                            gemm<Q8x8, gemm_q8_0_cols<16, 1>, gemm_q8_0_cols<16, 4>>};
+const RepackKernels kQ4_0x8{packed_bytes<Q4x8>, pack_q4_0,
+                            gemm<Q4x8, gemm_q4_0_cols<1>, gemm_q4_0_cols<4>>};
+
+const RepackKernels kQ4_Kx8{packed_bytes_q4_K, pack_q4_K,
+                            gemm<Q4Kx8, gemm_q4_K_cols<1>, gemm_q4_K_cols<4>>};
+const RepackKernels kQ6_Kx8{packed_bytes_q6_K, pack_q6_K,
+                            gemm<Q6Kx8, gemm_q6_K_cols<1>, gemm_q6_K_cols<4>>};
+
+}  // namespace
+
+void fill_repack(CpuKernels& k) {
+  k.types[static_cast<uint32_t>(DType::Q8_0)].repack = &kQ8_0x8;
+  k.types[static_cast<uint32_t>(DType::Q4_0)].repack = &kQ4_0x8;
+  k.types[static_cast<uint32_t>(DType::Q5_0)].repack = &kQ5_0x8;
+  k.types[static_cast<uint32_t>(DType::Q4_K)].repack = &kQ4_Kx8;
+  k.types[static_cast<uint32_t>(DType::Q6_K)].repack = &kQ6_Kx8;
+}
+
+}  // namespace minfer::kernels::avx512
