@@ -34,4 +34,9 @@ class MappedFile {
   std::string path_;
 };
 
+// Drops the resident pages of [p, p + n) (page-aligned inward) from this process: for a read-only file
+// mapping the data stays in the file and faults back in if read again. Used once a weight has been
+// repacked onto the heap, so the model is not counted twice in the resident set.
+void release_pages(const void* p, size_t n);
+
 }  // namespace minfer

@@ -1,6 +1,7 @@
 // Incremental UTF-8 assembly for streamed detokenization.
 #include "tokenizer/stream_decoder.h"
 
+#include "core/log.h"
 #include "core/utf8.h"
 
 namespace minfer::tokenizer {
@@ -77,6 +78,9 @@ std::string StreamDecoder::push(int32_t id) {
 
 std::string StreamDecoder::finish() {
   dropped_ = pending_.size();
+  if (dropped_ > 0) {
+    MINFER_LOG_WARN("tokenizer: the stream ended inside a UTF-8 character; dropped its {} byte(s)", dropped_);
+  }
   pending_.clear();
   return {};
 }

@@ -24,8 +24,8 @@ class StreamDecoder {
 
   // Text that became complete with this token (possibly empty). Ids outside the vocabulary add nothing.
   std::string push(int32_t id);
-  // Ends the stream: incomplete trailing bytes are dropped (counted in dropped_bytes()); returns "" and
-  // resets the decoder for reuse.
+  // Ends the stream: incomplete trailing bytes are dropped with a warning in the log and counted in
+  // dropped_bytes(); returns "" and resets the decoder for reuse.
   std::string finish();
   // Bytes of an incomplete character dropped by the last finish().
   size_t dropped_bytes() const { return dropped_; }

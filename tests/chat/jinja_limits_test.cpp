@@ -56,6 +56,27 @@ TEST(JinjaLimits, OutputAndStringBombsStop) {
   EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
 }
 
+TEST(JinjaLimits, MemoryBombsStopBeforeBuildingTheirResult) {
+  RenderOptions options;
+  options.max_output_bytes = 1 << 20;
+  const char* bombs[] = {
+      "{% set s = 'x' * 1000000 %}{{ [s] * 10000 }}",               // printing many references to one big string
+      "{% set s = 'x' * 1000000 %}{{ ([s] * 10000) | tojson }}",
+      "{% set s = 'x' * 1000000 %}{{ ([s] * 10000) | join }}",
+      "{{ [0] * 100000000 }}",                                      // a list far longer than the bound
+      "{% set s = 'x' * 1000000 %}{{ s | replace('', s) }}",         // replace() result sized before building
+      "{% set s = 'x' * 1000000 %}{{ s.replace('x', s) }}",
+      "{{ '%1000000000d' % 1 }}",                                   // printf width
+      "{% set s = 'x' * 1000000 %}{% for c in s %}{% endfor %}",     // iterating a huge string
+      "{{ range(100000) | list | tojson(indent=100) }}",
+  };
+  for (const char* src : bombs) {
+    auto r = render(src, nlohmann::ordered_json::object(), options);
+    ASSERT_FALSE(r.ok()) << src;
+    EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange) << src << ": " << r.status().message();
+  }
+}
+
 TEST(JinjaLimits, DeepNestingIsAnErrorNotAStackOverflow) {
   for (const std::string& src : {"{{ " + repeat("(", 5000) + "1" + repeat(")", 5000) + " }}",
                                  "{{ " + repeat("[", 5000) + repeat("]", 5000) + " }}",

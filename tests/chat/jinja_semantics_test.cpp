@@ -20,6 +20,17 @@ TEST(JinjaValues, PrintLikePythonStr) {
   EXPECT_EQ(out("{{ x }}", {{"x", {{"k", {1, 2.5, nullptr}}}}}), "{'k': [1, 2.5, None]}");
 }
 
+TEST(JinjaValues, PrintfStyleFormattingFollowsPython) {
+  EXPECT_EQ(out("{{ '%s-%d' % ('a', 3) }}|{{ '%5.2f|%-6s|%06.1f|%+d' % (3.14159, 'ab', -2.5, 5) }}"), "a-3| 3.14|ab    |-002.5|+5");
+  EXPECT_EQ(out("{{ '%x %#x %o %e' % (255, 255, 8, 12345.678) }}|{{ '%(a)s=%(b)03d' % {'a': 'x', 'b': 7} }}"),
+            "ff 0xff 10 1.234568e+04|x=007");
+  EXPECT_EQ(out("{{ '%s' % [1, 2] }}|{{ '100%%' % () }}|{{ '%.3s' % 'abcdef' }}|{{ '%r' % 'q' }}"), "[1, 2]|100%|abc|'q'");
+  EXPECT_EQ(out("{{ '%s, %s' | format('a', 1) }}|{{ '%(x)s' | format(x=5) }}"), "a, 1|5");
+  EXPECT_FALSE(render("{{ '%s %s' % ('a',) }}").ok());   // not enough arguments
+  EXPECT_FALSE(render("{{ '%s' % ('a', 'b') }}").ok());  // not all arguments converted
+  EXPECT_FALSE(render("{{ '%d' % 'x' }}").ok());
+}
+
 TEST(JinjaValues, ArithmeticTypeErrorsFail) {
   EXPECT_FALSE(render("{{ 'a' + 1 }}").ok());
   EXPECT_FALSE(render("{{ [1] + (2,) }}").ok());

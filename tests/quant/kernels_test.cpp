@@ -54,6 +54,10 @@ TEST_P(KernelTest, ActivationQuantizerIsBitwiseTheScalarOne) {
     std::vector<float> x = random_floats(n, 7 + static_cast<uint64_t>(n));
     x[0] = 0.0f;  // exact zeros and ties must round the same way
     if (n > 3) x[3] = 2.5f;
+    if (n > 9) {  // two elements of the largest magnitude, opposite signs: the first one sets the sign
+      x[5] = -10.0f;
+      x[9] = 10.0f;
+    }
     const size_t rb = *row_bytes(vdt, n);
     std::vector<uint8_t> got(rb + 1), want(rb);
     tk.from_float(x.data(), got.data() + 1, n);  // misaligned destination

@@ -208,6 +208,33 @@ TEST(Samplers, DrySequenceBreakerLimitsTheLookback) {
   EXPECT_FLOAT_EQ(c.data[3].logit, -2.0f);
 }
 
+TEST(Samplers, DryBreakerSpanningTwoTokensNeedsTheTokenizer) {
+  // Breaker "yz" starts inside token 4 "xy" and ends with token 5 "z" (llama.cpp's head + tail form).
+  VocabView vocab;
+  vocab.token_bytes = {"a", "b", "c", "d", "xy", "z"};
+  SamplerConfig cfg;
+  cfg.dry_multiplier = 1.0f;
+  cfg.dry_base = 2.0f;
+  cfg.dry_allowed_length = 2;
+  cfg.dry_sequence_breakers = {"yz"};
+  const std::vector<int32_t> history = {4, 5, 2, 3, 4, 5, 2};  // xy z c d xy z c
+  {
+    Dry dry(cfg, vocab);  // no tokenize: the breaker is invisible, d extends "xy z c"
+    for (int32_t t : history) dry.accept(t);
+    Candidates c = flat(6);
+    dry.apply(c);
+    EXPECT_FLOAT_EQ(c.data[3].logit, -2.0f);
+  }
+  vocab.tokenize = [](std::string_view text) {
+    return text == "z" ? std::vector<int32_t>{5} : std::vector<int32_t>{};
+  };
+  Dry dry(cfg, vocab);  // the recent "xy z" restarts: limit 1 < allowed length, no penalty
+  for (int32_t t : history) dry.accept(t);
+  Candidates c = flat(6);
+  dry.apply(c);
+  for (const TokenData& t : c.data) EXPECT_FLOAT_EQ(t.logit, 0.0f);
+}
+
 TEST(Samplers, MirostatV2TruncatesBySurpriseAndAdaptsMu) {
   // Surprises (bits): 1, 2, 3, 3. tau 1 -> mu 2 keeps the first two: 2/3 and 1/3.
   int first = 0;

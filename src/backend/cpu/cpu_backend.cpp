@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/mapped_file.h"
 #include "quant/quant.h"
 
 namespace minfer::backend {
@@ -66,6 +67,9 @@ Status CpuBackend::register_weight(const WeightSource& w) {
   if (cw.ne1 > 1) {
     cw.prepared = quant::prepare_weight(cw.type, cw.data, cw.ne1, cw.ne0, /*allow_repack=*/true);
     cw.has_matmul = true;
+    if (cw.prepared.owned) {  // repacked onto the heap: the mapped original need not stay resident
+      if (w.data == cw.data) release_pages(w.data, w.n_bytes);
+    }
   }
   weights_[w.name] = std::move(entry);
   return {};

@@ -25,7 +25,7 @@ class CpuBackend final : public Backend {
   Status execute(const graph::Graph& graph, graph::NodeId id, std::span<void* const> data,
                  const ExecContext& ctx) override;
 
-  // Bytes held on the heap for weights (repacked layouts, converted 1-D tensors).
+  // Bytes held on the heap for 1-D weights converted to f32.
   size_t weight_heap_bytes() const { return weight_heap_bytes_; }
 
  private:

@@ -102,7 +102,8 @@ double py_fmod(double a, double b) {
 
 }  // namespace
 
-Evaluator::Evaluator(const RenderOptions& options, const Value& context) : options_(options) {
+Evaluator::Evaluator(const RenderOptions& options, const Value& context)
+    : options_(options), output_bound_(options.max_output_bytes) {
   auto globals = std::make_shared<Scope>(nullptr);
   if (context.is_dict()) {
     for (const auto& [k, v] : context.as_dict().entries) {
@@ -142,6 +143,12 @@ void Evaluator::check_size(size_t n) const {
   }
 }
 
+void Evaluator::check_items(size_t n) const {
+  if (n > options_.max_output_bytes / 64) {
+    fail_code(StatusCode::kOutOfRange, 0, "a list exceeds {} items", options_.max_output_bytes / 64);
+  }
+}
+
 void Evaluator::charge_iterations(uint64_t n) {
   iterations_ += n;
   if (iterations_ > options_.max_loop_iterations) {
@@ -176,6 +183,7 @@ std::vector<Value> Evaluator::iterate(const Value& v, std::string_view what) con
       std::vector<Value> chars;
       const std::string& s = v.str();
       const std::vector<size_t> off = pystr::offsets(s);
+      check_items(off.size() - 1);
       chars.reserve(off.size() - 1);
       for (size_t i = 0; i + 1 < off.size(); ++i) chars.emplace_back(s.substr(off[i], off[i + 1] - off[i]));
       return chars;
@@ -531,9 +539,9 @@ Value Evaluator::eval_binary(const Expr& e) {
       return Value(std::move(s));
     }
     if (a.is_list() && b.is_list() && a.as_list().tuple == b.as_list().tuple && !a.is_generator() && !b.is_generator()) {
+      check_items(a.as_list().items.size() + b.as_list().items.size());
       std::vector<Value> items = a.as_list().items;
       items.insert(items.end(), b.as_list().items.begin(), b.as_list().items.end());
-      check_size(items.size());
       return Value::list(std::move(items), a.as_list().tuple);
     }
     return type_error();
@@ -575,7 +583,7 @@ Value Evaluator::eval_binary(const Expr& e) {
       return Value(std::move(s));
     }
     const size_t unit = seq->as_list().items.size();
-    if (unit != 0 && static_cast<uint64_t>(n) > options_.max_output_bytes / unit) check_size(options_.max_output_bytes + 1);
+    if (unit != 0 && static_cast<uint64_t>(n) > options_.max_output_bytes / 64 / unit) check_items(options_.max_output_bytes);
     std::vector<Value> items;
     for (int64_t i = 0; i < n; ++i) items.insert(items.end(), seq->as_list().items.begin(), seq->as_list().items.end());
     return Value::list(std::move(items), seq->as_list().tuple);
@@ -593,7 +601,7 @@ Value Evaluator::eval_binary(const Expr& e) {
   }
   if (op == "%") {
     if (a.is_string()) {
-      std::string s = percent_format(a.str(), b);
+      std::string s = percent_format(a.str(), b, options_.max_output_bytes);
       check_size(s.size());
       charge_bytes(s.size());
       return Value(std::move(s));

@@ -55,7 +55,8 @@ class Evaluator {
   // Bounds: each charge counts produced bytes / loop iterations against RenderOptions.
   void charge_bytes(size_t n);
   void charge_iterations(uint64_t n);
-  void check_size(size_t n) const;  // one string or list may not exceed max_output_bytes
+  void check_size(size_t n) const;   // one string may not exceed max_output_bytes
+  void check_items(size_t n) const;  // one list may not exceed max_output_bytes / 64 items
   const RenderOptions& options() const { return options_; }
   // Namespaces are tracked so reference cycles through them are broken when the render ends.
   Value new_namespace();
@@ -92,6 +93,7 @@ class Evaluator {
   class NestGuard;
 
   const RenderOptions& options_;
+  ScopedOutputBound output_bound_;  // bounds every str()/json built during this render
   std::shared_ptr<Scope> scope_;
   std::vector<std::weak_ptr<Namespace>> namespaces_;
   std::vector<std::weak_ptr<Scope>> macro_scopes_;

@@ -218,7 +218,7 @@ Value f_format(Evaluator& ev, const Value& v, CallArgs& c) {
     for (const auto& [k, val] : c.kwargs) entries.emplace_back(Value(k), val);
     args = Value::dict(std::move(entries));
   }
-  std::string out = percent_format(soft_str(v), args);
+  std::string out = percent_format(soft_str(v), args, ev.options().max_output_bytes);
   ev.check_size(out.size());
   ev.charge_bytes(out.size());
   return Value(std::move(out));
@@ -371,7 +371,11 @@ Value f_min(Evaluator& ev, const Value& v, CallArgs& c) { return min_max(ev, v, 
 
 Value f_replace(Evaluator& ev, const Value& v, CallArgs& c) {
   BoundArgs a(c, "replace", {"old", "new", "count"});
-  std::string out = pystr::replace(soft_str(v), to_str(a[0]), to_str(a[1]), a.int_or(2, -1));
+  const std::string s = soft_str(v);
+  const std::string old = to_str(a[0]);
+  const std::string repl = to_str(a[1]);
+  ev.check_size(pystr::replaced_size(s, old, repl, a.int_or(2, -1)));
+  std::string out = pystr::replace(s, old, repl, a.int_or(2, -1));
   ev.check_size(out.size());
   ev.charge_bytes(out.size());
   return Value(std::move(out));

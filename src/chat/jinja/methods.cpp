@@ -83,6 +83,7 @@ Value call_str_method(Evaluator& ev, const std::string& s, std::string_view name
   }
   if (name == "replace") {
     BoundArgs a(call, fn, {"old", "new", "count"});
+    ev.check_size(pystr::replaced_size(s, a.string(0), a.string(1), a.int_or(2, -1)));
     std::string out = pystr::replace(s, a.string(0), a.string(1), a.int_or(2, -1));
     ev.check_size(out.size());
     ev.charge_bytes(out.size());

@@ -61,7 +61,7 @@ std::string format_int(const Value& v, const Spec& s) {
   std::string digits;
   std::string prefix;
   if (s.conv == 'x' || s.conv == 'X') {
-    digits = fmt::format(s.conv == 'x' ? "{:x}" : "{:X}", mag);
+    digits = s.conv == 'x' ? fmt::format("{:x}", mag) : fmt::format("{:X}", mag);
     if (s.alt) prefix = s.conv == 'x' ? "0x" : "0X";
   } else if (s.conv == 'o') {
     digits = fmt::format("{:o}", mag);
@@ -140,7 +140,7 @@ std::string format_one(const Value& v, const Spec& s) {
 
 }  // namespace
 
-std::string percent_format(const std::string& format, const Value& args) {
+std::string percent_format(const std::string& format, const Value& args, size_t max_bytes) {
   std::vector<Value> positional;
   const Dict* mapping = nullptr;
   if (args.is_list() && args.as_list().tuple) {
@@ -213,10 +213,16 @@ std::string percent_format(const std::string& format, const Value& args) {
       out.push_back('%');
       continue;
     }
+    if (s.width > 0 && out.size() + static_cast<size_t>(s.width) > max_bytes) {
+      fail_code(StatusCode::kOutOfRange, 0, "formatted string exceeds the {}-byte output bound", max_bytes);
+    }
     const Value& v = named != nullptr ? *named : take();
     out += format_one(v, s);
+    if (out.size() > max_bytes) fail_code(StatusCode::kOutOfRange, 0, "formatted string exceeds the {}-byte output bound", max_bytes);
   }
-  if (next < positional.size() && mapping == nullptr) fail(0, "not all arguments converted during string formatting");
+  // Python skips this check for any mapping-like argument (dicts, but also lists).
+  const bool mapping_like = args.is_dict() || (args.is_list() && !args.as_list().tuple);
+  if (next < positional.size() && !mapping_like) fail(0, "not all arguments converted during string formatting");
   return out;
 }
 

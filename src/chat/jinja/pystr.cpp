@@ -1,6 +1,8 @@
 // Python str methods over UTF-8 (see pystr.h for what is approximated).
 #include "chat/jinja/pystr.h"
 
+#include <algorithm>
+
 #include "core/utf8.h"
 
 namespace minfer::chat::jinja::pystr {
@@ -309,6 +311,12 @@ std::string replace(std::string_view s, std::string_view old, std::string_view r
   }
   out += s.substr(pos);
   return out;
+}
+
+size_t replaced_size(std::string_view s, std::string_view old, std::string_view repl, int64_t count) {
+  int64_t n = old.empty() ? static_cast<int64_t>(length(s)) + 1 : pystr::count(s, old);
+  if (count >= 0) n = std::min(n, count);
+  return s.size() + static_cast<size_t>(n) * repl.size() - static_cast<size_t>(n) * old.size();
 }
 
 int64_t find(std::string_view s, std::string_view sub) {

@@ -29,6 +29,8 @@ std::string upper(std::string_view s);
 std::string capitalize(std::string_view s);
 std::string title(std::string_view s);  // str.title()
 std::string replace(std::string_view s, std::string_view old, std::string_view repl, int64_t count);
+// The byte size replace() would produce, computed without building it (to bound it first).
+size_t replaced_size(std::string_view s, std::string_view old, std::string_view repl, int64_t count);
 // find/rfind return a code point index or -1; count counts non-overlapping occurrences.
 int64_t find(std::string_view s, std::string_view sub);
 int64_t rfind(std::string_view s, std::string_view sub);

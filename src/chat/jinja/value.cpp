@@ -108,6 +108,23 @@ Value Value::loop(std::shared_ptr<LoopState> state) {
 
 namespace {
 
+thread_local size_t t_max_bytes = SIZE_MAX;
+
+[[noreturn]] void bound_exceeded() {
+  fail_code(StatusCode::kOutOfRange, 0, "a string being built exceeds the {}-byte output bound", t_max_bytes);
+}
+
+void check_bound(const std::string& out) {
+  if (out.size() > t_max_bytes) bound_exceeded();
+}
+
+}  // namespace
+
+ScopedOutputBound::ScopedOutputBound(size_t max_bytes) : saved_(t_max_bytes) { t_max_bytes = max_bytes; }
+ScopedOutputBound::~ScopedOutputBound() { t_max_bytes = saved_; }
+
+namespace {
+
 Value from_json_depth(const nlohmann::ordered_json& j, int depth) {
   if (depth > Value::kMaxDepth) fail(0, "JSON input nested deeper than {} levels", Value::kMaxDepth);
   switch (j.type()) {
@@ -155,6 +172,7 @@ void append_string_repr(std::string& out, const std::string& s) {
   const bool has_single = s.find('\'') != std::string::npos;
   const bool has_double = s.find('"') != std::string::npos;
   const char quote = (has_single && !has_double) ? '"' : '\'';
+  if (out.size() + s.size() > t_max_bytes) bound_exceeded();
   out.push_back(quote);
   for (size_t pos = 0; pos < s.size();) {
     size_t len = 1;
@@ -200,6 +218,7 @@ void append_str_depth(std::string& out, const Value& v, int depth) {
       return;
     case Value::Kind::kString:
       out += v.str();
+      check_bound(out);
       return;
     case Value::Kind::kList: {
       const List& l = v.as_list();
@@ -211,6 +230,7 @@ void append_str_depth(std::string& out, const Value& v, int depth) {
       for (size_t i = 0; i < l.items.size(); ++i) {
         if (i > 0) out += ", ";
         append_repr(out, l.items[i], depth + 1);
+        check_bound(out);
       }
       if (l.tuple && l.items.size() == 1) out.push_back(',');
       out.push_back(l.tuple ? ')' : ']');
@@ -225,6 +245,7 @@ void append_str_depth(std::string& out, const Value& v, int depth) {
         append_repr(out, k, depth + 1);
         out += ": ";
         append_repr(out, val, depth + 1);
+        check_bound(out);
       }
       out.push_back('}');
       return;
@@ -324,6 +345,7 @@ bool less_depth(const Value& a, const Value& b, int depth) {
 }
 
 void append_json_string(std::string& out, const std::string& s) {
+  if (out.size() + s.size() > t_max_bytes) bound_exceeded();
   out.push_back('"');
   for (char c : s) {
     switch (c) {
@@ -397,6 +419,7 @@ void append_json(std::string& out, const Value& v, const JsonOptions& o, int lev
         if (i > 0) out += o.item_sep;
         if (has_indent(o)) append_newline_indent(out, o, level + 1);
         append_json(out, items[i], o, level + 1);
+        check_bound(out);
       }
       if (has_indent(o)) append_newline_indent(out, o, level);
       out.push_back(']');
@@ -422,6 +445,7 @@ void append_json(std::string& out, const Value& v, const JsonOptions& o, int lev
         append_json_string(out, json_key(e->first));
         out += o.key_sep;
         append_json(out, e->second, o, level + 1);
+        check_bound(out);
       }
       if (has_indent(o)) append_newline_indent(out, o, level);
       out.push_back('}');

@@ -123,6 +123,20 @@ class Value {
   std::shared_ptr<LoopState> loop_;
 };
 
+// Bounds every str()/repr()/json.dumps() built on this thread while alive: producing more than
+// `max_bytes` throws TemplateError(kOutOfRange) instead of exhausting memory (a list of 100k
+// references to one 16 MiB string prints to terabytes). The evaluator holds one per render.
+class ScopedOutputBound {
+ public:
+  explicit ScopedOutputBound(size_t max_bytes);
+  ~ScopedOutputBound();
+  ScopedOutputBound(const ScopedOutputBound&) = delete;
+  ScopedOutputBound& operator=(const ScopedOutputBound&) = delete;
+
+ private:
+  size_t saved_;
+};
+
 // Python str(v) (Undefined → ""), repr(v), ==, and ordering (< only between comparable types,
 // otherwise TemplateError like Python's TypeError).
 std::string to_str(const Value& v);

@@ -1,5 +1,5 @@
-// Row-interleaved ("x8") Q8_0 and Q4_0 weights and their AVX-512 VNNI GEMM (256-bit vectors with
-// vpdpbusd: on Zen 4 as fast per element as 512-bit, and 32 registers for a 8-row x 4-token tile).
+// Row-interleaved ("x8") layouts of every quantized compute type and their AVX-512 VNNI GEMM (256-bit
+// vectors with vpdpbusd: on Zen 4 as fast per element as 512-bit, and 32 registers for 8 rows x 4 tokens).
 // Quants are stored unsigned (q + offset) so vpdpbusd(u8 weights, s8 activations) needs no sign trick;
 // the offset is removed with the activation block sums: sum((q+o)*x) - o*sum(x).
 #include <immintrin.h>
@@ -13,7 +13,11 @@ namespace minfer::kernels::avx512 {
 namespace {
 
 using quant::BlockQ4_0;
+using quant::BlockQ4_1;
 using quant::BlockQ4_K;
+using quant::BlockQ5_1;
+using quant::BlockQ5_K;
+using quant::BlockQ8_1;
 using quant::BlockQ5_0;
 using quant::BlockQ6_K;
 using quant::BlockQ8_0;
@@ -181,6 +185,114 @@ void gemm_q4_0_cols(int64_t k, const Q4x8* grp, int nr, const uint8_t* x, size_t
   }
 }
 
+// Q4_1 / Q5_1 (x Q8_1): the same interleaving without an offset, plus the 8 rows' mins:
+// per block, (float)sum(q*x) * (d_w*d_x) + m_w*s_x, as the scalar reference.
+struct Q4x8m {
+  float d[R];
+  float m[R];
+  uint8_t q[4][32];
+};
+struct Q8x8m {
+  float d[R];
+  float m[R];
+  uint8_t q[8][32];
+};
+
+void pack_q4_1(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
+  const int64_t nb = k / 32;
+  auto* out = static_cast<Q4x8m*>(dst);
+  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      Q4x8m& o = out[g * nb + b];
+      std::memset(&o, 0, sizeof(o));
+      for (int r = 0; r < R; ++r) {
+        const int64_t row = g * R + r;
+        if (row >= n) continue;
+        const auto* blk = reinterpret_cast<const BlockQ4_1*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        o.d[r] = h2f(blk->d);
+        o.m[r] = h2f(blk->m);
+        for (int j = 0; j < 4; ++j) std::memcpy(&o.q[j][4 * r], blk->qs + 4 * j, 4);
+      }
+    }
+  }
+}
+
+void pack_q5_1(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
+  const int64_t nb = k / 32;
+  auto* out = static_cast<Q8x8m*>(dst);
+  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      Q8x8m& o = out[g * nb + b];
+      std::memset(&o, 0, sizeof(o));
+      for (int r = 0; r < R; ++r) {
+        const int64_t row = g * R + r;
+        if (row >= n) continue;
+        const auto* blk = reinterpret_cast<const BlockQ5_1*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        o.d[r] = h2f(blk->d);
+        o.m[r] = h2f(blk->m);
+        uint32_t qh;
+        std::memcpy(&qh, blk->qh, 4);
+        for (int e = 0; e < 32; ++e) {
+          const int nib = e < 16 ? (blk->qs[e] & 0xF) : (blk->qs[e - 16] >> 4);
+          o.q[e / 4][4 * r + e % 4] = static_cast<uint8_t>(nib | static_cast<int>(((qh >> e) & 1u) << 4));
+        }
+      }
+    }
+  }
+}
+
+// One block's 8 row sums of unsigned weights x signed activations, for either interleaving.
+inline __m256i block_dot_q8(const uint8_t (*q)[32], const int8_t* xq) {
+  __m256i s = _mm256_setzero_si256();
+  for (int j = 0; j < 8; ++j) {
+    s = _mm256_dpbusd_epi32(s, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[j])), bcast4(xq + 4 * j));
+  }
+  return s;
+}
+
+template <class G, int NC>
+void gemm_min_cols(int64_t k, const G* grp, int nr, const uint8_t* x, size_t xs, const int32_t*, size_t, float* y,
+                   size_t ldy) {
+  const int64_t nb = k / 32;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const G& g = grp[b];
+    const __m256 dw = _mm256_loadu_ps(g.d);
+    const __m256 mw = _mm256_loadu_ps(g.m);
+    __m256i lo[4], hi[4];
+    if constexpr (sizeof(g.q) == 4 * 32) {
+      for (int j = 0; j < 4; ++j) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q[j]));
+        lo[j] = _mm256_and_si256(v, m4);
+        hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      }
+    }
+    for (int c = 0; c < NC; ++c) {
+      const auto* xb = reinterpret_cast<const BlockQ8_1*>(x + c * xs) + b;
+      __m256i s;
+      if constexpr (sizeof(g.q) == 4 * 32) {
+        s = _mm256_setzero_si256();
+        for (int j = 0; j < 4; ++j) {
+          s = _mm256_dpbusd_epi32(s, lo[j], bcast4(xb->qs + 4 * j));
+          s = _mm256_dpbusd_epi32(s, hi[j], bcast4(xb->qs + 16 + 4 * j));
+        }
+      } else {
+        s = block_dot_q8(g.q, xb->qs);
+      }
+      const __m256 t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(h2f(xb->d))));
+      const __m256 t2 = _mm256_mul_ps(mw, _mm256_set1_ps(h2f(xb->s)));
+      acc[c] = _mm256_add_ps(acc[c], _mm256_add_ps(t1, t2));
+    }
+  }
+  alignas(32) float out[R];
+  for (int c = 0; c < NC; ++c) {
+    _mm256_store_ps(out, acc[c]);
+    std::memcpy(y + c * ldy, out, static_cast<size_t>(nr) * sizeof(float));
+  }
+}
+
 // ------------------------------------------------------------------------------------------ K-quants
 // Activations are Q8_K (256 per block); xsum is unused (Q8_K carries its own bsums).
 
@@ -264,6 +376,88 @@ void gemm_q4_K_cols(int64_t k, const Q4Kx8* grp, int nr, const uint8_t* x, size_
           h = _mm256_dpbusd_epi32(h, hi[t], bcast4(xq + 32 + 4 * t));
         }
         sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(_mm256_mullo_epi32(a, s_lo), _mm256_mullo_epi32(h, s_hi)));
+      }
+    }
+    const __m256 dw = _mm256_loadu_ps(g.d);
+    const __m256 dmw = _mm256_loadu_ps(g.dmin);
+    for (int c = 0; c < NC; ++c) {
+      __m256i summ = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        const int32_t bs = xb[c]->bsums[2 * j] + xb[c]->bsums[2 * j + 1];
+        summ = _mm256_add_epi32(summ, _mm256_mullo_epi32(load_u8x8_epi32(g.mn[j]), _mm256_set1_epi32(bs)));
+      }
+      const __m256 xd = _mm256_set1_ps(xb[c]->d);
+      const __m256 t1 = _mm256_mul_ps(_mm256_mul_ps(dw, xd), _mm256_cvtepi32_ps(sumi[c]));
+      const __m256 t2 = _mm256_mul_ps(_mm256_mul_ps(dmw, xd), _mm256_cvtepi32_ps(summ));
+      acc[c] = _mm256_add_ps(acc[c], _mm256_sub_ps(t1, t2));
+    }
+  }
+  alignas(32) float out[R];
+  for (int c = 0; c < NC; ++c) {
+    _mm256_store_ps(out, acc[c]);
+    std::memcpy(y + c * ldy, out, static_cast<size_t>(nr) * sizeof(float));
+  }
+}
+
+// Q5_K x8 super-block: 5-bit values unpacked to bytes (0..31); vector v = rows' elements 4v..4v+3.
+struct Q5Kx8 {
+  float d[R];
+  float dmin[R];
+  uint8_t sc[8][R];
+  uint8_t mn[8][R];
+  uint8_t q[64][32];
+};
+
+size_t packed_bytes_q5_K(int64_t n, int64_t k) {
+  return static_cast<size_t>((n + R - 1) / R) * static_cast<size_t>(k / 256) * sizeof(Q5Kx8);
+}
+
+void pack_q5_K(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
+  const int64_t nb = k / 256;
+  auto* out = static_cast<Q5Kx8*>(dst);
+  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      Q5Kx8& o = out[g * nb + b];
+      std::memset(&o, 0, sizeof(o));
+      for (int r = 0; r < R; ++r) {
+        const int64_t row = g * R + r;
+        if (row >= n) continue;
+        const auto* blk = reinterpret_cast<const BlockQ5_K*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        o.d[r] = h2f(blk->d);
+        o.dmin[r] = h2f(blk->dmin);
+        for (int j = 0; j < 8; ++j) scale_min_k4(j, blk->scales, &o.sc[j][r], &o.mn[j][r]);
+        for (int e = 0; e < 256; ++e) {
+          const int j = e / 32, l = e % 32;  // sub-block j: nibble of qs[32*(j/2) + l], 5th bit = bit j of qh[l]
+          const uint8_t qb = blk->qs[32 * (j / 2) + l];
+          const int nib = (j & 1) ? (qb >> 4) : (qb & 0xF);
+          o.q[e / 4][4 * r + e % 4] = static_cast<uint8_t>(nib | (((blk->qh[l] >> j) & 1) << 4));
+        }
+      }
+    }
+  }
+}
+
+template <int NC>
+void gemm_q5_K_cols(int64_t k, const Q5Kx8* grp, int nr, const uint8_t* x, size_t xs, const int32_t*, size_t,
+                    float* y, size_t ldy) {
+  const int64_t nb = k / 256;
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q5Kx8& g = grp[b];
+    const BlockQ8_K* xb[NC];
+    for (int c = 0; c < NC; ++c) xb[c] = reinterpret_cast<const BlockQ8_K*>(x + c * xs) + b;
+    __m256i sumi[NC];
+    for (int c = 0; c < NC; ++c) sumi[c] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      __m256i w[8];
+      for (int t = 0; t < 8; ++t) w[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q[8 * j + t]));
+      const __m256i sc = load_u8x8_epi32(g.sc[j]);
+      for (int c = 0; c < NC; ++c) {
+        const int8_t* xq = xb[c]->qs + 32 * j;
+        __m256i a = _mm256_setzero_si256();
+        for (int t = 0; t < 8; ++t) a = _mm256_dpbusd_epi32(a, w[t], bcast4(xq + 4 * t));
+        sumi[c] = _mm256_add_epi32(sumi[c], _mm256_mullo_epi32(a, sc));
       }
     }
     const __m256 dw = _mm256_loadu_ps(g.d);
@@ -386,6 +580,12 @@ const RepackKernels kQ4_0x8{packed_bytes<Q4x8>, pack_q4_0,
 
 const RepackKernels kQ4_Kx8{packed_bytes_q4_K, pack_q4_K,
                             gemm<Q4Kx8, gemm_q4_K_cols<1>, gemm_q4_K_cols<4>>};
+const RepackKernels kQ5_Kx8{packed_bytes_q5_K, pack_q5_K,
+                            gemm<Q5Kx8, gemm_q5_K_cols<1>, gemm_q5_K_cols<4>>};
+const RepackKernels kQ4_1x8{packed_bytes<Q4x8m>, pack_q4_1,
+                            gemm<Q4x8m, gemm_min_cols<Q4x8m, 1>, gemm_min_cols<Q4x8m, 4>>};
+const RepackKernels kQ5_1x8{packed_bytes<Q8x8m>, pack_q5_1,
+                            gemm<Q8x8m, gemm_min_cols<Q8x8m, 1>, gemm_min_cols<Q8x8m, 4>>};
 const RepackKernels kQ6_Kx8{packed_bytes_q6_K, pack_q6_K,
                             gemm<Q6Kx8, gemm_q6_K_cols<1>, gemm_q6_K_cols<4>>};
 
@@ -397,6 +597,9 @@ void fill_repack(CpuKernels& k) {
   k.types[static_cast<uint32_t>(DType::Q5_0)].repack = &kQ5_0x8;
   k.types[static_cast<uint32_t>(DType::Q4_K)].repack = &kQ4_Kx8;
   k.types[static_cast<uint32_t>(DType::Q6_K)].repack = &kQ6_Kx8;
+  k.types[static_cast<uint32_t>(DType::Q5_K)].repack = &kQ5_Kx8;
+  k.types[static_cast<uint32_t>(DType::Q4_1)].repack = &kQ4_1x8;
+  k.types[static_cast<uint32_t>(DType::Q5_1)].repack = &kQ5_1x8;
 }
 
 }  // namespace minfer::kernels::avx512

@@ -1,8 +1,10 @@
 #!/usr/bin/env node
-// Regenerates qwen35_marks.*.out: llama.cpp's ids (node-llama-cpp 3.21.1 = llama.cpp v0.4.0, installed by
-// ../shared/peer/install.sh) for each string of qwen35_marks.inp, with a copy of the fixtures' qwen3 vocabulary
-// whose tokenizer.ggml.pre is "qwen35" (make it with any GGUF editor; the test builds the same in memory).
-//   node tests/tokenizer/data/make_qwen35_vectors.mjs QWEN35_VOCAB.gguf
+// Writes llama.cpp's ids for each string of data/NAME.inp (parse_special on: NAME.out, off:
+// NAME.no-parse-special.out), through the peer's node-llama-cpp 3.21.1 (llama.cpp v0.4.0, installed by
+// ../shared/peer/install.sh).
+//   node tests/tokenizer/data/make_vectors.mjs VOCAB.gguf NAME
+// qwen35_marks: VOCAB = the fixtures' qwen3 vocabulary with tokenizer.ggml.pre set to "qwen35" (any GGUF
+// editor; the test builds the same in memory). unicode_probe: the fixtures' qwen2-vocab.gguf.
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -18,11 +20,12 @@ const llama = await lib.getLlama({ gpu: false, build: "never", usePrebuiltBinari
     progressLogs: false, logLevel: lib.LlamaLogLevel.error });
 const model = await llama.loadModel({ modelPath: path.resolve(process.argv[2]), gpuLayers: 0, vocabOnly: true });
 const sep = "\n__ggml_vocab_test__\n";
-const data = fs.readFileSync(path.join(here, "qwen35_marks.inp"), "utf8");
+const name = process.argv[3];
+const data = fs.readFileSync(path.join(here, name + ".inp"), "utf8");
 const texts = data.split(sep).slice(0, -1);
-for (const [special, name] of [[true, "qwen35_marks.out"], [false, "qwen35_marks.no-parse-special.out"]]) {
+for (const [special, out] of [[true, name + ".out"], [false, name + ".no-parse-special.out"]]) {
     const lines = texts.map((t) => Array.from(model.tokenize(t, special)).map((id) => " " + id).join(""));
-    fs.writeFileSync(path.join(here, name), lines.join("\n") + "\n");
+    fs.writeFileSync(path.join(here, out), lines.join("\n") + "\n");
 }
 await model.dispose();
 await llama.dispose();

@@ -1,5 +1,6 @@
-// The qwen35 pre-tokenizer (combining marks join letters) against llama.cpp's ids in data/: the fixtures'
-// Qwen3 vocabulary with tokenizer.ggml.pre switched to "qwen35" in memory.
+// Goldens recorded from llama.cpp through the peer (data/README.md): the qwen35 pre-tokenizer (combining
+// marks join letters; the fixtures' Qwen3 vocabulary with tokenizer.ggml.pre switched to "qwen35" in
+// memory) and character-class probes across the Unicode range.
 #include <gtest/gtest.h>
 
 #include "common/fixtures.h"
@@ -50,6 +51,33 @@ TEST(Qwen35Parity, Qwen2RulesSplitMarksDifferently) {
   for (size_t i = 0; i < texts.size() && i < expected.size(); ++i)
     differ += tok->encode(texts[i], true) != expected[i];
   EXPECT_GT(differ, 10u);
+}
+
+// Character classes as llama.cpp's Unicode 15.1 tables have them: 2,034 code points (the White_Space set,
+// CJK Extension I, marks, numbers, unassigned and private-use samples, every 557th code point) each in
+// "c's xc c1 acb", where letter / number / mark / space / other each split differently.
+TEST(UnicodeProbeParity, CharacterClassesMatchLlamaCpp) {
+  MINFER_REQUIRE_FIXTURES();
+  auto file = gguf::File::open(minfer::test::fixture_path("tokenizer/qwen2-vocab.gguf"));
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto tok = Tokenizer::from_gguf(file->metadata());
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  const std::string dir = MINFER_TOKENIZER_TEST_DATA;
+  const std::vector<std::string> texts = tok_test::read_inp(dir + "/unicode_probe.inp");
+  const auto expected = tok_test::read_out(dir + "/unicode_probe.no-parse-special.out");
+  ASSERT_EQ(texts.size(), 2034u);
+  ASSERT_EQ(expected.size(), texts.size());
+  size_t agree = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::vector<int32_t> got = tok->encode(texts[i], false);
+    if (got == expected[i]) {
+      ++agree;
+    } else {
+      ADD_FAILURE() << "probe " << i << " '" << texts[i] << "'\n  want" << tok_test::show(expected[i]) << "\n  got "
+                    << tok_test::show(got);
+    }
+  }
+  EXPECT_EQ(agree, texts.size());
 }
 
 }  // namespace
