@@ -31,7 +31,8 @@ struct Outcome {
 };
 
 Outcome run(const std::string& model, const SamplerConfig& cfg, const std::string& prompt) {
-  auto engine = engine::Engine::load(::minfer::test::fixture_path("models/" + model), {.n_ctx = 1024, .n_threads = 1});
+  auto engine =
+      engine::Engine::load(::minfer::test::fixture_path("models/" + model), {.n_ctx = 1024, .n_threads = 1});
   EXPECT_TRUE(engine.ok()) << engine.status().message();
   if (!engine.ok()) return {};
   const std::vector<int32_t> ids = (*engine)->tokenizer().encode(prompt, /*parse_special=*/true);

@@ -73,8 +73,8 @@ TEST(UnicodeProbeParity, CharacterClassesMatchLlamaCpp) {
     if (got == expected[i]) {
       ++agree;
     } else {
-      ADD_FAILURE() << "probe " << i << " '" << texts[i] << "'\n  want" << tok_test::show(expected[i]) << "\n  got "
-                    << tok_test::show(got);
+      ADD_FAILURE() << "probe " << i << " '" << texts[i] << "'\n  want" << tok_test::show(expected[i])
+                    << "\n  got " << tok_test::show(got);
     }
   }
   EXPECT_EQ(agree, texts.size());

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/fixtures.h"
+#include "core/rng.h"
 #include "gguf/reader.h"
 #include "inp_out.h"
 #include "tokenizer/tokenizer.h"
@@ -113,6 +114,58 @@ TEST(TokenizerParityIds, LoadsQuickly) {
   ASSERT_TRUE(tok.ok());
   RecordProperty("load_ms", std::to_string(ms));
   EXPECT_LT(ms, 1000.0);  // budget ~100 ms; generous here for loaded CI machines and sanitizer builds
+}
+
+// Any bytes at all (invalid UTF-8, broken special tokens, control characters) encode without failing and
+// decode back to themselves with the real vocabulary, with and without special parsing.
+TEST(TokenizerParityIds, ArbitraryBytesRoundTrip) {
+  MINFER_REQUIRE_FIXTURES();
+  const Tokenizer tok = load(test::fixture_path("tokenizer/qwen3-vocab.gguf"));
+  const std::string pieces[] = {"the",
+                                " quick",
+                                "  ",
+                                "\n",
+                                "\r\n",
+                                "\t",
+                                "'s",
+                                "'LL",
+                                "123",
+                                "\xc3\xa9",
+                                "\xcc\x81",
+                                "\xe4\xb8\xad\xe6\x96\x87",
+                                "\xf0\x9f\xa6\x99",
+                                "\xe2\x80\x8d",
+                                "<|im_start|>",
+                                "<|im_",
+                                "end|>",
+                                "</s>",
+                                "<think>",
+                                "</think",
+                                "<|endoftext|>",
+                                "\xff",
+                                "\x80",
+                                "\xe4\xb8",
+                                "\xed\xa0\x80",
+                                "\xc0\xaf",
+                                std::string(1, '\0'),
+                                "\x1b[0m"};
+  Rng rng(2026);
+  for (int i = 0; i < 1000; ++i) {
+    std::string s;
+    const uint64_t n = rng.below(48);
+    for (uint64_t j = 0; j < n; ++j) {
+      if (rng.below(8) == 0) {
+        s += static_cast<char>(rng.below(256));
+      } else {
+        s += pieces[rng.below(std::size(pieces))];
+      }
+    }
+    for (const bool special : {false, true}) {
+      const Ids ids = tok.encode(s, special);
+      for (const int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok.n_vocab());
+      ASSERT_EQ(tok.decode(ids), s) << "special=" << special;
+    }
+  }
 }
 
 // The synthetic models carry a truncated vocabulary; their reference prompts were tokenized by llama.cpp

@@ -23,13 +23,13 @@ TEST(UnicodeTest, KnownClasses) {
   EXPECT_EQ(char_class(0x0e34), CharClass::kMark);    // Thai vowel sign (Mn)
   EXPECT_EQ(char_class(0x00a0), CharClass::kSpace);   // NBSP: White_Space though category Zs
   EXPECT_EQ(char_class(0x3000), CharClass::kSpace);
-  EXPECT_EQ(char_class(0x0085), CharClass::kSpace);   // NEL: White_Space though category Cc
-  EXPECT_EQ(char_class(0x200b), CharClass::kOther);   // zero width space is not White_Space
-  EXPECT_EQ(char_class(0x001c), CharClass::kOther);   // not White_Space (Python's isspace disagrees)
-  EXPECT_EQ(char_class(0x1f999), CharClass::kOther);  // 🦙
+  EXPECT_EQ(char_class(0x0085), CharClass::kSpace);    // NEL: White_Space though category Cc
+  EXPECT_EQ(char_class(0x200b), CharClass::kOther);    // zero width space is not White_Space
+  EXPECT_EQ(char_class(0x001c), CharClass::kOther);    // not White_Space (Python's isspace disagrees)
+  EXPECT_EQ(char_class(0x1f999), CharClass::kOther);   // 🦙
   EXPECT_EQ(char_class(0x2ebf0), CharClass::kLetter);  // CJK Extension I (Unicode 15.1), as llama.cpp has it
   EXPECT_EQ(char_class(0x2ee5e), CharClass::kOther);
-  EXPECT_EQ(char_class(0xd800), CharClass::kOther);   // surrogate
+  EXPECT_EQ(char_class(0xd800), CharClass::kOther);  // surrogate
   EXPECT_EQ(char_class(0x110000), CharClass::kOther);
 }
 

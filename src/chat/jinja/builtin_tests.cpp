@@ -98,11 +98,11 @@ const Entry kTests[] = {
        return equals(v, o);
      }},
     {"in",
-     [](Evaluator&, const Value& v, CallArgs& c) {
+     [](Evaluator& ev, const Value& v, CallArgs& c) {
        const Value& seq = one_arg(c, "in");
        if (seq.is_string()) return v.is_string() && seq.str().find(v.str()) != std::string::npos;
        if (seq.is_list()) {
-         for (const Value& item : seq.as_list().items) {
+         for (const Value& item : ev.iterate(seq, "in")) {
            if (equals(item, v)) return true;
          }
          return false;

@@ -49,9 +49,10 @@ class Evaluator::ScopeGuard {
 class Evaluator::NestGuard {
  public:
   explicit NestGuard(Evaluator* ev) : ev_(ev) {
-    if (++ev_->nesting_ > ev_->options_.max_nesting) {
+    if (ev_->nesting_ >= ev_->options_.max_nesting) {
       fail_code(StatusCode::kOutOfRange, 0, "evaluation nested deeper than {} levels", ev_->options_.max_nesting);
     }
+    ++ev_->nesting_;
   }
   ~NestGuard() { --ev_->nesting_; }
   NestGuard(const NestGuard&) = delete;
@@ -67,12 +68,11 @@ namespace {
   fail(0, "{}", v.undefined_hint().empty() ? std::string("value is undefined") : v.undefined_hint());
 }
 
-const Value& kwarg_or(CallArgs& args, std::string_view name) {
-  static const Value kUndefined;
+const Value* find_kwarg(const CallArgs& args, std::string_view name) {
   for (const auto& [k, v] : args.kwargs) {
-    if (k == name) return v;
+    if (k == name) return &v;
   }
-  return kUndefined;
+  return nullptr;
 }
 
 int64_t checked(bool overflow, int64_t v) {
@@ -172,7 +172,9 @@ void Evaluator::append_output(std::string& out, const Value& v) {
 std::vector<Value> Evaluator::iterate(const Value& v, std::string_view what) const {
   switch (v.kind()) {
     case Value::Kind::kUndefined: return {};
-    case Value::Kind::kList: return v.as_list().items;
+    case Value::Kind::kList:
+      if (v.as_list().deferred_error) throw *v.as_list().deferred_error;
+      return v.as_list().items;
     case Value::Kind::kDict: {
       std::vector<Value> keys;
       keys.reserve(v.as_dict().entries.size());
@@ -371,21 +373,16 @@ Value Evaluator::make_macro(const Stmt& s, std::shared_ptr<Scope> closure, std::
         ev.scope_->set(p.name, args.args[i]);
         continue;
       }
-      const Value& kw = kwarg_or(args, p.name);
-      bool given = false;
-      for (const auto& [key, value] : args.kwargs) given = given || key == p.name;
-      if (given) {
-        ev.scope_->set(p.name, kw);
+      if (const Value* kw = find_kwarg(args, p.name)) {
+        ev.scope_->set(p.name, *kw);
       } else if (p.default_value) {
         ev.scope_->set(p.name, ev.eval(*p.default_value));
       } else {
         ev.scope_->set(p.name, Value::undefined(fmt::format("parameter '{}' was not provided", p.name)));
       }
     }
-    if (!is_caller) {
-      for (const auto& [key, value] : args.kwargs) {
-        if (key == "caller") ev.scope_->set("caller", value);
-      }
+    if (const Value* caller = find_kwarg(args, "caller"); caller != nullptr && !is_caller) {
+      ev.scope_->set("caller", *caller);
     }
     std::string out;
     ev.exec_body(stmt->body, out);
@@ -653,7 +650,7 @@ Value Evaluator::eval_compare(const Expr& e) {
         if (!left.is_string()) fail(0, "'in <string>' requires string as left operand, not {}", left.type_name());
         r = right.str().find(left.str()) != std::string::npos;
       } else if (right.is_list()) {
-        for (const Value& item : right.as_list().items) r = r || equals(item, left);
+        for (const Value& item : iterate(right, "in")) r = r || equals(item, left);
       } else if (right.is_dict()) {
         r = right.as_dict().find(left) != nullptr;
       } else if (right.is_undefined()) {

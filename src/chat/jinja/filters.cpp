@@ -612,19 +612,31 @@ Value f_indent(Evaluator& ev, const Value& v, CallArgs& c) {
   return Value(std::move(out));
 }
 
+// jinja2's generator filters run only when consumed: a failure becomes a generator that raises
+// then (bounds still abort at once).
+template <FilterFn kFilter>
+Value lazy(Evaluator& ev, const Value& v, CallArgs& c) {
+  try {
+    return kFilter(ev, v, c);
+  } catch (TemplateError& e) {
+    if (e.code == StatusCode::kOutOfRange) throw;
+    return Value::failed_generator(std::move(e));
+  }
+}
+
 using Entry = std::pair<std::string_view, FilterFn>;
 
 const Entry kFilters[] = {
-    {"abs", f_abs},           {"attr", f_attr},         {"batch", f_batch},       {"capitalize", f_capitalize},
+    {"abs", f_abs},           {"attr", f_attr},         {"batch", lazy<f_batch>},       {"capitalize", f_capitalize},
     {"center", f_center},     {"count", f_length},      {"d", f_default},         {"default", f_default},
     {"dictsort", f_dictsort}, {"e", f_escape},          {"escape", f_escape},     {"forceescape", f_escape},
     {"first", f_first},       {"float", f_float},       {"format", f_format},       {"indent", f_indent},     {"int", f_int},
-    {"items", f_items},       {"join", f_join},         {"last", f_last},         {"length", f_length},
-    {"list", f_list},         {"lower", f_lower},       {"map", f_map},           {"max", f_max},
-    {"min", f_min},           {"reject", f_reject},     {"rejectattr", f_rejectattr}, {"replace", f_replace},
-    {"reverse", f_reverse},   {"round", f_round},       {"safe", f_safe},         {"select", f_select},
-    {"selectattr", f_selectattr}, {"sort", f_sort},     {"string", f_string},     {"sum", f_sum},
-    {"title", f_title},       {"tojson", f_tojson},     {"trim", f_trim},         {"unique", f_unique},
+    {"items", lazy<f_items>},       {"join", f_join},         {"last", f_last},         {"length", f_length},
+    {"list", f_list},         {"lower", f_lower},       {"map", lazy<f_map>},           {"max", f_max},
+    {"min", f_min},           {"reject", lazy<f_reject>},     {"rejectattr", lazy<f_rejectattr>}, {"replace", f_replace},
+    {"reverse", f_reverse},   {"round", f_round},       {"safe", f_safe},         {"select", lazy<f_select>},
+    {"selectattr", lazy<f_selectattr>}, {"sort", f_sort},     {"string", f_string},     {"sum", f_sum},
+    {"title", f_title},       {"tojson", f_tojson},     {"trim", f_trim},         {"unique", lazy<f_unique>},
     {"upper", f_upper},       {"wordcount", f_wordcount},
 };
 

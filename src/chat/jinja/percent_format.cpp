@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 #include <vector>
 
 #include "chat/jinja/error.h"
@@ -184,17 +185,17 @@ std::string percent_format(const std::string& format, const Value& args, size_t 
       if (i < format.size() && format[i] == '*') {
         const Value& w = take();
         if (!w.is_int()) fail(0, "* wants int");
-        *target = static_cast<int>(std::clamp<int64_t>(w.as_int(), -1000000, 1000000));
+        *target = static_cast<int>(std::clamp<int64_t>(w.as_int(), -(int64_t{1} << 30), int64_t{1} << 30));
         ++i;
         return;
       }
-      int v = 0;
+      int64_t v = 0;
       bool any = false;
       while (i < format.size() && format[i] >= '0' && format[i] <= '9') {
-        v = std::min(v * 10 + (format[i++] - '0'), 1000000);
+        v = std::min<int64_t>(v * 10 + (format[i++] - '0'), int64_t{1} << 30);
         any = true;
       }
-      if (any) *target = v;
+      if (any) *target = static_cast<int>(v);
     };
     number(&s.width);
     if (s.width < 0 && s.width != -1) {
@@ -213,7 +214,9 @@ std::string percent_format(const std::string& format, const Value& args, size_t 
       out.push_back('%');
       continue;
     }
-    if (s.width > 0 && out.size() + static_cast<size_t>(s.width) > max_bytes) {
+    const bool int_conv = std::string_view("diuxXo").find(s.conv) != std::string_view::npos;
+    const int min_size = std::max(s.width, int_conv ? s.precision : 0);
+    if (min_size > 0 && out.size() + static_cast<size_t>(min_size) > max_bytes) {
       fail_code(StatusCode::kOutOfRange, 0, "formatted string exceeds the {}-byte output bound", max_bytes);
     }
     const Value& v = named != nullptr ? *named : take();

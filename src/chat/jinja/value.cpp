@@ -75,6 +75,16 @@ Value Value::generator(std::vector<Value> items) {
   return v;
 }
 
+Value Value::failed_generator(TemplateError error) {
+  auto l = std::make_shared<List>();
+  l->generator = true;
+  l->deferred_error = std::make_shared<const TemplateError>(std::move(error));
+  Value v;
+  v.kind_ = Kind::kList;
+  v.list_ = std::move(l);
+  return v;
+}
+
 Value Value::dict(std::vector<std::pair<Value, Value>> entries) {
   int depth = 0;
   for (const auto& [k, val] : entries) depth = std::max({depth, k.depth(), val.depth()});

@@ -18,12 +18,16 @@ namespace minfer::chat::jinja {
 class Value;
 class Evaluator;
 struct LoopState;
+struct TemplateError;
 
 struct List {
   std::vector<Value> items;
   bool tuple = false;      // prints as (a, b) instead of [a, b]
   bool generator = false;  // what jinja2's lazy filters return: always truthy, no len(), no indexing
-  int depth = 1;       // nesting depth, bounded so printing and destruction cannot overflow the stack
+  int depth = 1;           // nesting depth, bounded so printing and destruction cannot overflow the stack
+  // A generator whose computation failed: jinja2 would only raise when it is consumed
+  // (Evaluator::iterate rethrows), so `{% if x | map(...) %}` on a non-iterable stays true.
+  std::shared_ptr<const TemplateError> deferred_error;
 };
 
 struct Dict {
@@ -68,6 +72,7 @@ class Value {
   static Value list(std::vector<Value> items, bool tuple = false);
   // The result of map/select/reject/unique/batch/items/reverse (a Python generator in jinja2).
   static Value generator(std::vector<Value> items);
+  static Value failed_generator(TemplateError error);
   static Value dict(std::vector<std::pair<Value, Value>> entries);
   static Value make_namespace(std::shared_ptr<Namespace> ns);
   static Value callable(std::string name, std::function<Value(Evaluator&, CallArgs&)> fn);

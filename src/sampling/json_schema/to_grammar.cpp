@@ -769,47 +769,210 @@ class Converter {
       if (min_v > max_v) return refuse(path, "the integer bounds leave no value");
       return add_rule(rule_name, "(" + int_range(min_v, max_v) + ") space");
     }
-    for (const Bound* b : {&lo, &hi}) {
-      if (b->present && b->value != std::floor(b->value)) {
-        return refuse(path, fmt::format("a non-integer bound ({}) on a number is not supported", b->value));
-      }
-    }
     MINFER_ASSIGN_OR_RETURN(std::string body, number_range(lo, hi, path));
     return add_rule(rule_name, body);
   }
 
-  // Numbers without exponent: "-"? magnitude "." fraction. Magnitude intervals per sign, integer ends.
-  Result<std::string> number_range(const Bound& lo, const Bound& hi, const std::string& path) {
-    const std::string any_frac = "(\".\" [0-9]{1,16})?";
-    const std::string zero_frac = "(\".\" [0]{1,16})?";
-    const std::string pos_frac = "\".\" [0-9]{0,15} [1-9]";
-    std::vector<std::string> alts;
-    // Magnitude interval [a, b] (b < 0: unbounded) with open/closed ends -> alternatives on n.frac.
-    auto magnitude = [&](int64_t a, bool a_open, int64_t b, bool b_open, const std::string& sign) {
-      const bool bounded = b >= 0;
-      if (bounded && (a > b || (a == b && (a_open || b_open)))) return;
-      if (a_open) alts.push_back(sign + "(" + nonneg_range(a, a) + ") " + pos_frac);
-      const int64_t full_lo = a_open ? a + 1 : a;
-      const int64_t full_hi = bounded ? b - 1 : -1;
-      if (!bounded || full_lo <= full_hi)
-        alts.push_back(sign + "(" + nonneg_range(full_lo, full_hi) + ") " + any_frac);
-      if (bounded && !b_open && !(a_open && a == b))
-        alts.push_back(sign + "(" + nonneg_range(b, b) + ") " + zero_frac);
-    };
-    const double inf = std::numeric_limits<double>::infinity();
-    const double l = lo.present ? lo.value : -inf;
-    const double h = hi.present ? hi.value : inf;
-    // Non-negative side: [max(l, 0), h].
-    if (h >= 0) {
-      const bool a_open = l >= 0 && lo.exclusive;
-      magnitude(l > 0 ? static_cast<int64_t>(l) : 0, a_open, h == inf ? -1 : static_cast<int64_t>(h),
-                hi.exclusive, "");
+  // ---- real-number ranges ----
+  //
+  // A generated number is "-"? n ("." D)? with no exponent. A bound is an exact decimal (the shortest
+  // text of the double, as a JSON writer prints it); per sign the magnitude n.D must lie in an interval,
+  // decided on n (integer ranges above) and on D compared digit by digit with the bound's fraction.
+  static constexpr int kFracDigits = 15;  // fraction digits generated at most (and allowed in a bound)
+
+  struct Dec {
+    int64_t ip = 0;    // integer part
+    std::string frac;  // fraction digits, no trailing zeros
+  };
+
+  static Result<Dec> to_dec(double x, const std::string& path) {
+    const std::string s = fmt::format("{}", std::fabs(x));  // shortest round-trip form
+    const size_t e = s.find_first_of("eE");
+    std::string mant = s.substr(0, e);
+    int exp = e == std::string::npos ? 0 : std::stoi(s.substr(e + 1));
+    const size_t dot = mant.find('.');
+    std::string digits = mant;
+    int point = static_cast<int>(mant.size());
+    if (dot != std::string::npos) {
+      digits = mant.substr(0, dot) + mant.substr(dot + 1);
+      point = static_cast<int>(dot);
     }
-    // Negative side: magnitude in (max(-h, 0), -l], never -0.
-    if (l < 0) {
-      const int64_t a = h < 0 ? static_cast<int64_t>(-h) : 0;
-      const bool a_open = h < 0 ? hi.exclusive : true;
-      magnitude(a, a_open, l == -inf ? -1 : static_cast<int64_t>(-l), lo.exclusive, "\"-\" ");
+    point += exp;
+    if (point < 0) {
+      digits.insert(0, static_cast<size_t>(-point), '0');
+      point = 0;
+    }
+    if (point > static_cast<int>(digits.size()))
+      digits.append(static_cast<size_t>(point) - digits.size(), '0');
+    Dec d;
+    const std::string ip = digits.substr(0, static_cast<size_t>(point));
+    d.ip = ip.empty() ? 0 : std::stoll(ip);
+    d.frac = digits.substr(static_cast<size_t>(point));
+    while (!d.frac.empty() && d.frac.back() == '0') d.frac.pop_back();
+    if (static_cast<int>(d.frac.size()) > kFracDigits) {
+      return refuse(path, fmt::format("numeric bound {} has more than {} fraction digits", s, kFracDigits));
+    }
+    return d;
+  }
+
+  static int cmp_dec(const Dec& a, const Dec& b) {
+    if (a.ip != b.ip) return a.ip < b.ip ? -1 : 1;
+    const size_t n = std::max(a.frac.size(), b.frac.size());
+    for (size_t i = 0; i < n; ++i) {
+      const char x = i < a.frac.size() ? a.frac[i] : '0';
+      const char y = i < b.frac.size() ? b.frac[i] : '0';
+      if (x != y) return x < y ? -1 : 1;
+    }
+    return 0;
+  }
+
+  // Digit strings D (after the "."), 1..k digits unless stated; F is a bound's fraction (non-empty).
+  static std::string digit_cls(char a, char b) {
+    return a == b ? fmt::format("[{}]", a) : fmt::format("[{}-{}]", a, b);
+  }
+  static std::string any_digits(int k) { return k <= 0 ? std::string() : fmt::format("[0-9]{{0,{}}}", k); }
+  static std::string seq(const std::string& a, const std::string& b) { return b.empty() ? a : a + " " + b; }
+  // D > 0 (ends with a non-zero digit), at most k digits.
+  static std::string frac_nonzero(int k) { return seq(any_digits(k - 1), "[1-9]"); }
+  static std::string frac_ge(const std::string& f, int k) {
+    std::vector<std::string> alts;
+    if (f[0] < '9') alts.push_back(seq(digit_cls(static_cast<char>(f[0] + 1), '9'), any_digits(k - 1)));
+    const std::string rest = f.substr(1);
+    alts.push_back(seq(format_literal(f.substr(0, 1)),
+                       rest.empty() ? any_digits(k - 1) : "(" + frac_ge(rest, k - 1) + ")"));
+    return join(alts, " | ");
+  }
+  static std::string frac_gt(const std::string& f, int k) {
+    std::vector<std::string> alts;
+    if (f[0] < '9') alts.push_back(seq(digit_cls(static_cast<char>(f[0] + 1), '9'), any_digits(k - 1)));
+    const std::string rest = f.substr(1);
+    if (!rest.empty()) {
+      alts.push_back(format_literal(f.substr(0, 1)) + " (" + frac_gt(rest, k - 1) + ")");
+    } else if (k >= 2) {
+      alts.push_back(format_literal(f.substr(0, 1)) + " " + frac_nonzero(k - 1));
+    }
+    return join(alts, " | ");
+  }
+  static std::string frac_le(const std::string& f, int k) {
+    std::vector<std::string> alts;
+    if (f[0] > '0') alts.push_back(seq(digit_cls('0', static_cast<char>(f[0] - 1)), any_digits(k - 1)));
+    const std::string rest = f.substr(1);
+    alts.push_back(seq(format_literal(f.substr(0, 1)), rest.empty()
+                                                           ? (k > 1 ? fmt::format("[0]{{0,{}}}", k - 1) : "")
+                                                           : "(" + frac_le(rest, k - 1) + ")?"));
+    return join(alts, " | ");
+  }
+  static std::string frac_lt(const std::string& f, int k) {
+    std::vector<std::string> alts;
+    if (f[0] > '0') alts.push_back(seq(digit_cls('0', static_cast<char>(f[0] - 1)), any_digits(k - 1)));
+    const std::string rest = f.substr(1);
+    if (!rest.empty()) alts.push_back(format_literal(f.substr(0, 1)) + " (" + frac_lt(rest, k - 1) + ")?");
+    return join(alts, " | ");
+  }
+  // fa </<= D </<= fb with fa < fb as fractions (fa may be empty = 0; fb non-empty).
+  static std::string frac_between(const std::string& fa, bool ao, const std::string& fb, bool bo, int k) {
+    const char a1 = fa.empty() ? '0' : fa[0];
+    const std::string ra = fa.empty() ? "" : fa.substr(1);
+    const char b1 = fb[0];
+    const std::string rb = fb.substr(1);
+    if (a1 == b1) {
+      const bool empty_ok = ra.empty() && !ao;
+      const std::string inner = frac_between(ra, ao, rb, bo, k - 1);
+      return format_literal(std::string(1, a1)) + " (" + inner + ")" + (empty_ok ? "?" : "");
+    }
+    std::vector<std::string> alts;
+    const std::string a_lit = format_literal(std::string(1, a1));
+    if (ra.empty()) {
+      if (!ao) {
+        alts.push_back(seq(a_lit, any_digits(k - 1)));
+      } else if (k >= 2) {
+        alts.push_back(a_lit + " " + frac_nonzero(k - 1));
+      }
+    } else {
+      alts.push_back(a_lit + " (" + (ao ? frac_gt(ra, k - 1) : frac_ge(ra, k - 1)) + ")");
+    }
+    if (a1 + 1 <= b1 - 1)
+      alts.push_back(seq(digit_cls(static_cast<char>(a1 + 1), static_cast<char>(b1 - 1)), any_digits(k - 1)));
+    const std::string b_lit = format_literal(std::string(1, b1));
+    if (rb.empty()) {
+      if (!bo) alts.push_back(seq(b_lit, k > 1 ? fmt::format("[0]{{0,{}}}", k - 1) : ""));
+    } else {
+      alts.push_back(b_lit + " (" + (bo ? frac_lt(rb, k - 1) : frac_le(rb, k - 1)) + ")?");
+    }
+    return join(alts, " | ");
+  }
+  // The optional "." part given whether "no fraction" (value 0) is allowed and the digit-string rule.
+  static std::string frac_part(bool empty_ok, const std::string& digits_rule) {
+    if (digits_rule.empty()) return empty_ok ? "" : "<none>";
+    return fmt::format("(\".\" ({})){}", digits_rule, empty_ok ? "?" : "");
+  }
+
+  // Magnitudes m with A <(=) m <(=) B (B absent: unbounded), as "n frac" alternatives prefixed by sign.
+  static void magnitude_alts(const Dec& a, bool ao, const Dec* b, bool bo, const std::string& sign,
+                             std::vector<std::string>* alts) {
+    auto add = [&](int64_t n_lo, int64_t n_hi, const std::string& frac) {
+      if (frac == "<none>") return;
+      alts->push_back(seq(sign + "(" + nonneg_range(n_lo, n_hi) + ")", frac));
+    };
+    const std::string any = frac_part(true, fmt::format("[0-9]{{1,{}}}", kFracDigits));
+    if (b != nullptr) {
+      const int c = cmp_dec(a, *b);
+      if (c > 0 || (c == 0 && (ao || bo))) return;
+      if (c == 0) {  // a single value
+        add(a.ip, a.ip,
+            a.frac.empty()
+                ? frac_part(true, fmt::format("[0]{{1,{}}}", kFracDigits))
+                : frac_part(false,
+                            seq(format_literal(a.frac),
+                                fmt::format("[0]{{0,{}}}", kFracDigits - static_cast<int>(a.frac.size())))));
+        return;
+      }
+      if (a.ip == b->ip) {
+        add(a.ip, a.ip, frac_part(a.frac.empty() && !ao, frac_between(a.frac, ao, b->frac, bo, kFracDigits)));
+        return;
+      }
+    }
+    // n == a.ip with D above a's fraction.
+    if (a.frac.empty()) {
+      add(a.ip, a.ip, ao ? frac_part(false, frac_nonzero(kFracDigits)) : any);
+    } else {
+      add(a.ip, a.ip, frac_part(false, ao ? frac_gt(a.frac, kFracDigits) : frac_ge(a.frac, kFracDigits)));
+    }
+    // Whole integers strictly between.
+    if (b == nullptr) {
+      add(a.ip + 1, -1, any);
+      return;
+    }
+    if (a.ip + 1 <= b->ip - 1) add(a.ip + 1, b->ip - 1, any);
+    // n == b.ip with D below b's fraction.
+    if (b->frac.empty()) {
+      if (!bo) add(b->ip, b->ip, frac_part(true, fmt::format("[0]{{1,{}}}", kFracDigits)));
+    } else {
+      add(b->ip, b->ip, frac_part(true, bo ? frac_lt(b->frac, kFracDigits) : frac_le(b->frac, kFracDigits)));
+    }
+  }
+
+  Result<std::string> number_range(const Bound& lo, const Bound& hi, const std::string& path) {
+    std::vector<std::string> alts;
+    Dec l, h;
+    if (lo.present) {
+      MINFER_ASSIGN_OR_RETURN(l, to_dec(lo.value, path));
+    }
+    if (hi.present) {
+      MINFER_ASSIGN_OR_RETURN(h, to_dec(hi.value, path));
+    }
+    const Dec zero;
+    // Non-negative values: m in [max(lo, 0), hi].
+    if (!hi.present || hi.value >= 0) {
+      const bool from_lo = lo.present && lo.value >= 0;
+      magnitude_alts(from_lo ? l : zero, from_lo && lo.exclusive, hi.present ? &h : nullptr, hi.exclusive, "",
+                     &alts);
+    }
+    // Negative values: m = -v in (max(-hi, 0), -lo]; zero itself is generated without a sign.
+    if (!lo.present || lo.value < 0) {
+      const bool from_hi = hi.present && hi.value < 0;
+      magnitude_alts(from_hi ? h : zero, from_hi ? hi.exclusive : true, lo.present ? &l : nullptr,
+                     lo.exclusive, "\"-\" ", &alts);
     }
     if (alts.empty()) return refuse(path, "the number bounds leave no value");
     return "(" + join(alts, " | ") + ") space";

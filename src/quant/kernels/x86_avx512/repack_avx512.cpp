@@ -67,28 +67,38 @@ void pack_q8_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
   }
 }
 
-// Q5_0 rides on the Q8_0 layout: the 5-bit value (nibble | high bit << 4) is q + 16.
+// Q5_0 x8: Q4_0's nibble interleaving plus, per quant vector, a 32-bit mask of the 5th bits in the same
+// byte order (bit 4r+t = row r's element), so the kernel adds 16 with one masked byte add (AVX-512BW).
+// 24 bytes per row and block, against 22 in the file.
+struct Q5x8 {
+  float d[R];
+  uint32_t hmask[8];  // [lo0..lo3, hi0..hi3]
+  uint8_t q[4][32];
+};
+
 void pack_q5_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
   const int64_t nb = k / 32;
-  auto* out = static_cast<Q8x8*>(dst);
+  auto* out = static_cast<Q5x8*>(dst);
   for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
-      Q8x8& o = out[g * nb + b];
+      Q5x8& o = out[g * nb + b];
       std::memset(&o, 0, sizeof(o));
       for (int r = 0; r < R; ++r) {
         const int64_t row = g * R + r;
-        if (row >= n) {
-          for (int j = 0; j < 8; ++j) std::memset(&o.q[j][4 * r], 16, 4);
+        if (row >= n) {  // padding rows: value 16 (= zero weight after the offset), d = 0 anyway
+          for (int j = 0; j < 8; ++j) o.hmask[j] |= 0xFu << (4 * r);
           continue;
         }
         const auto* blk = reinterpret_cast<const BlockQ5_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
         o.d[r] = h2f(blk->d);
         uint32_t qh;
         std::memcpy(&qh, blk->qh, 4);
-        for (int e = 0; e < 32; ++e) {
-          const int nib = e < 16 ? (blk->qs[e] & 0xF) : (blk->qs[e - 16] >> 4);
-          const int v = nib | static_cast<int>(((qh >> e) & 1u) << 4);
-          o.q[e / 4][4 * r + e % 4] = static_cast<uint8_t>(v);
+        for (int j = 0; j < 4; ++j) {
+          for (int t = 0; t < 4; ++t) {
+            o.q[j][4 * r + t] = blk->qs[4 * j + t];
+            o.hmask[j] |= ((qh >> (4 * j + t)) & 1u) << (4 * r + t);
+            o.hmask[4 + j] |= ((qh >> (16 + 4 * j + t)) & 1u) << (4 * r + t);
+          }
         }
       }
     }
@@ -560,6 +570,44 @@ void gemm_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_
   }
 }
 
+template <int NC>
+void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t xs, const int32_t* xsum, size_t xss,
+                    float* y, size_t ldy) {
+  const int64_t nb = k / 32;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i b4 = _mm256_set1_epi8(0x10);
+  __m256 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q5x8& g = grp[b];
+    __m256i lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q[j]));
+      lo[j] = _mm256_and_si256(v, m4);
+      hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+      lo[j] = _mm256_mask_add_epi8(lo[j], _cvtu32_mask32(g.hmask[j]), lo[j], b4);
+      hi[j] = _mm256_mask_add_epi8(hi[j], _cvtu32_mask32(g.hmask[4 + j]), hi[j], b4);
+    }
+    const __m256 dw = _mm256_loadu_ps(g.d);
+    for (int c = 0; c < NC; ++c) {
+      const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
+      __m256i s = _mm256_setzero_si256();
+      for (int j = 0; j < 4; ++j) {
+        s = _mm256_dpbusd_epi32(s, lo[j], bcast4(xb->qs + 4 * j));
+        s = _mm256_dpbusd_epi32(s, hi[j], bcast4(xb->qs + 16 + 4 * j));
+      }
+      s = _mm256_sub_epi32(s, _mm256_set1_epi32(16 * xsum[c * xss + b]));
+      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(xb->d)));
+      acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(_mm256_cvtepi32_ps(s), d));
+    }
+  }
+  alignas(32) float out[R];
+  for (int c = 0; c < NC; ++c) {
+    _mm256_store_ps(out, acc[c]);
+    std::memcpy(y + c * ldy, out, static_cast<size_t>(nr) * sizeof(float));
+  }
+}
+
 template <class G, void (*F1)(int64_t, const G*, int, const uint8_t*, size_t, const int32_t*, size_t, float*, size_t),
           void (*F4)(int64_t, const G*, int, const uint8_t*, size_t, const int32_t*, size_t, float*, size_t)>
 void gemm(int64_t k, const void* group, int nr, const void* vx, size_t xs, const int32_t* xsum, size_t xss, int nc,
@@ -573,8 +621,8 @@ void gemm(int64_t k, const void* group, int nr, const void* vx, size_t xs, const
 
 const RepackKernels kQ8_0x8{packed_bytes<Q8x8>, pack_q8_0,
                             gemm<Q8x8, gemm_q8_0_cols<128, 1>, gemm_q8_0_cols<128, 4>>};
-const RepackKernels kQ5_0x8{packed_bytes<Q8x8>, pack_q5_0,
-                            gemm<Q8x8, gemm_q8_0_cols<16, 1>, gemm_q8_0_cols<16, 4>>};
+const RepackKernels kQ5_0x8{packed_bytes<Q5x8>, pack_q5_0,
+                            gemm<Q5x8, gemm_q5_0_cols<1>, gemm_q5_0_cols<4>>};
 const RepackKernels kQ4_0x8{packed_bytes<Q4x8>, pack_q4_0,
                             gemm<Q4x8, gemm_q4_0_cols<1>, gemm_q4_0_cols<4>>};
 
