@@ -71,25 +71,18 @@ NodeId GraphBuilder::matmul(NodeId w, NodeId x) {
   return append(std::move(node));
 }
 
-NodeId GraphBuilder::add(NodeId a, NodeId b) {
+NodeId GraphBuilder::elementwise(OpKind op, NodeId a, NodeId b) {
   MINFER_CHECK(at(a).ne[0] == at(b).ne[0] && (rows(at(b).ne) == 1 || rows(at(b).ne) == rows(at(a).ne)),
-               "add: shapes do not broadcast");
+               "{}: shapes do not broadcast", op_name(op));
   Node node;
-  node.op = OpKind::kAdd;
+  node.op = op;
   node.src = {a, b};
   node.ne = at(a).ne;
   return append(std::move(node));
 }
 
-NodeId GraphBuilder::mul(NodeId a, NodeId b) {
-  MINFER_CHECK(at(a).ne[0] == at(b).ne[0] && (rows(at(b).ne) == 1 || rows(at(b).ne) == rows(at(a).ne)),
-               "mul: shapes do not broadcast");
-  Node node;
-  node.op = OpKind::kMul;
-  node.src = {a, b};
-  node.ne = at(a).ne;
-  return append(std::move(node));
-}
+NodeId GraphBuilder::add(NodeId a, NodeId b) { return elementwise(OpKind::kAdd, a, b); }
+NodeId GraphBuilder::mul(NodeId a, NodeId b) { return elementwise(OpKind::kMul, a, b); }
 
 NodeId GraphBuilder::silu(NodeId x) {
   Node node;

@@ -38,6 +38,8 @@ class GraphBuilder {
 
  private:
   NodeId append(Node node);
+  // a (op) b with b broadcast over rows when it has one row.
+  NodeId elementwise(OpKind op, NodeId a, NodeId b);
   const Node& at(NodeId id) const { return graph_.node(id); }
 
   Graph graph_;

@@ -294,6 +294,7 @@ std::pair<std::string, CallArgs> name_and_rest(CallArgs& c, const char* fn) {
 }
 
 Value f_map(Evaluator& ev, const Value& v, CallArgs& c) {
+  if (!v.truthy()) return Value::generator({});  // jinja2 checks `if value:` before anything else
   std::vector<Value> out;
   const std::vector<Value> items = ev.iterate(v, "map");
   if (c.args.empty()) {
@@ -316,6 +317,7 @@ Value f_map(Evaluator& ev, const Value& v, CallArgs& c) {
 }
 
 Value select_impl(Evaluator& ev, const Value& v, CallArgs& c, bool by_attr, bool keep, const char* fn) {
+  if (!v.truthy()) return Value::generator({});  // jinja2 checks `if value:` before anything else
   const std::vector<Value> items = ev.iterate(v, fn);
   std::string attr;
   CallArgs rest;

@@ -585,8 +585,8 @@ void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t
       const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q[j]));
       lo[j] = _mm256_and_si256(v, m4);
       hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-      lo[j] = _mm256_mask_add_epi8(lo[j], _cvtu32_mask32(g.hmask[j]), lo[j], b4);
-      hi[j] = _mm256_mask_add_epi8(hi[j], _cvtu32_mask32(g.hmask[4 + j]), hi[j], b4);
+      lo[j] = _mm256_mask_add_epi8(lo[j], _load_mask32(const_cast<__mmask32*>(&g.hmask[j])), lo[j], b4);
+      hi[j] = _mm256_mask_add_epi8(hi[j], _load_mask32(const_cast<__mmask32*>(&g.hmask[4 + j])), hi[j], b4);
     }
     const __m256 dw = _mm256_loadu_ps(g.d);
     for (int c = 0; c < NC; ++c) {
@@ -608,34 +608,54 @@ void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t
   }
 }
 
-template <class G, void (*F1)(int64_t, const G*, int, const uint8_t*, size_t, const int32_t*, size_t, float*, size_t),
-          void (*F4)(int64_t, const G*, int, const uint8_t*, size_t, const int32_t*, size_t, float*, size_t)>
+// Tokens in passes of 8, then 4, then 1: the unpacked weight block is shared by all tokens of a pass.
+template <class G, template <int> class K>
 void gemm(int64_t k, const void* group, int nr, const void* vx, size_t xs, const int32_t* xsum, size_t xss, int nc,
           float* y, size_t ldy) {
   const auto* g = static_cast<const G*>(group);
   const auto* x = static_cast<const uint8_t*>(vx);
   int c = 0;
-  for (; c + 4 <= nc; c += 4) F4(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
-  for (; c < nc; ++c) F1(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
+  for (; c + 8 <= nc; c += 8) K<8>::run(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
+  for (; c + 4 <= nc; c += 4) K<4>::run(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
+  for (; c < nc; ++c) K<1>::run(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
 }
 
+#define MINFER_COLS_KERNEL(Name, Fn)                                                                 \
+  template <int NC>                                                                                  \
+  struct Name {                                                                                      \
+    template <class G>                                                                               \
+    static void run(int64_t k, const G* g, int nr, const uint8_t* x, size_t xs, const int32_t* xsum, \
+                    size_t xss, float* y, size_t ldy) {                                              \
+      Fn(k, g, nr, x, xs, xsum, xss, y, ldy);                                                        \
+    }                                                                                                \
+  };
+MINFER_COLS_KERNEL(KQ8_0, (gemm_q8_0_cols<128, NC>))
+MINFER_COLS_KERNEL(KQ4_0, gemm_q4_0_cols<NC>)
+MINFER_COLS_KERNEL(KQ5_0, gemm_q5_0_cols<NC>)
+MINFER_COLS_KERNEL(KQ4_1, (gemm_min_cols<Q4x8m, NC>))
+MINFER_COLS_KERNEL(KQ5_1, (gemm_min_cols<Q8x8m, NC>))
+MINFER_COLS_KERNEL(KQ4_K, gemm_q4_K_cols<NC>)
+MINFER_COLS_KERNEL(KQ5_K, gemm_q5_K_cols<NC>)
+MINFER_COLS_KERNEL(KQ6_K, gemm_q6_K_cols<NC>)
+#undef MINFER_COLS_KERNEL
+
 const RepackKernels kQ8_0x8{packed_bytes<Q8x8>, pack_q8_0,
-                            gemm<Q8x8, gemm_q8_0_cols<128, 1>, gemm_q8_0_cols<128, 4>>};
+                            gemm<Q8x8, KQ8_0>};
 const RepackKernels kQ5_0x8{packed_bytes<Q5x8>, pack_q5_0,
-                            gemm<Q5x8, gemm_q5_0_cols<1>, gemm_q5_0_cols<4>>};
+                            gemm<Q5x8, KQ5_0>};
 const RepackKernels kQ4_0x8{packed_bytes<Q4x8>, pack_q4_0,
-                            gemm<Q4x8, gemm_q4_0_cols<1>, gemm_q4_0_cols<4>>};
+                            gemm<Q4x8, KQ4_0>};
 
 const RepackKernels kQ4_Kx8{packed_bytes_q4_K, pack_q4_K,
-                            gemm<Q4Kx8, gemm_q4_K_cols<1>, gemm_q4_K_cols<4>>};
+                            gemm<Q4Kx8, KQ4_K>};
 const RepackKernels kQ5_Kx8{packed_bytes_q5_K, pack_q5_K,
-                            gemm<Q5Kx8, gemm_q5_K_cols<1>, gemm_q5_K_cols<4>>};
+                            gemm<Q5Kx8, KQ5_K>};
 const RepackKernels kQ4_1x8{packed_bytes<Q4x8m>, pack_q4_1,
-                            gemm<Q4x8m, gemm_min_cols<Q4x8m, 1>, gemm_min_cols<Q4x8m, 4>>};
+                            gemm<Q4x8m, KQ4_1>};
 const RepackKernels kQ5_1x8{packed_bytes<Q8x8m>, pack_q5_1,
-                            gemm<Q8x8m, gemm_min_cols<Q8x8m, 1>, gemm_min_cols<Q8x8m, 4>>};
+                            gemm<Q8x8m, KQ5_1>};
 const RepackKernels kQ6_Kx8{packed_bytes_q6_K, pack_q6_K,
-                            gemm<Q6Kx8, gemm_q6_K_cols<1>, gemm_q6_K_cols<4>>};
+                            gemm<Q6Kx8, KQ6_K>};
 
 }  // namespace
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Writes the benchmark models (deterministic random weights, real Qwen vocabularies from ../shared) into
+# models/bench/: Qwen2.5-0.5B- and Qwen3-0.6B-shaped, in F16, Q8_0, Q4_0 and Q4_K_M (~3.3 GB in all).
+# llama.cpp loads the same files, so `minfer bench` and the peer can be run side by side.
+# Usage: scripts/make_bench_models.sh [out_dir]   (tests never need these files)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-models/bench}"
+vocab_dir="${MINFER_FIXTURES_DIR:-../shared/fixtures}/tokenizer"
+MINFER=build/release/src/cli/minfer
+[ -x "$MINFER" ] || bash scripts/build.sh release >/dev/null
+mkdir -p "$out"
+for spec in "qwen2.5-0.5b:qwen2" "qwen3-0.6b:qwen3"; do
+  preset="${spec%%:*}"
+  vocab="$vocab_dir/${spec##*:}-vocab.gguf"
+  f16="$out/$preset-f16.gguf"
+  [ -f "$f16" ] || "$MINFER" make-model "$f16" --preset "$preset" --type f16 --seed 1 --vocab "$vocab"
+  for type in q8_0 q4_0 q4_K_M; do
+    dst="$out/$preset-$(echo "$type" | tr 'A-Z' 'a-z').gguf"
+    [ -f "$dst" ] || "$MINFER" quantize "$f16" "$dst" --type "$type" >/dev/null
+    echo "wrote $dst"
+  done
+done
