@@ -185,7 +185,7 @@ int run_command(const Args& argv) {
   const engine::Timings& t = result->timings;
   if (stream) {
     fmt::print("\n");
-    if (result->stop_reason == "grammar") fmt::print(stderr, "minfer: stopped: the grammar allows no further token\n");
+    if (result->stop_reason == "grammar") fmt::print(stderr, "minfer: stopped: {}\n", result->stop_detail);
     fmt::print(stderr, "\nprompt:    {} tokens, {:.1f} ms, {:.2f} tok/s\n", t.n_prompt, t.prompt_ms, t.prompt_tps());
     fmt::print(stderr, "generated: {} tokens, {:.1f} ms, {:.2f} tok/s ({})\n", t.n_generated, t.generate_ms,
                t.generate_tps(), result->stop_reason);
@@ -196,6 +196,7 @@ int run_command(const Args& argv) {
         {"generated_ids", result->generated_ids},
         {"text", result->text},
         {"stop_reason", result->stop_reason},
+        {"stop_detail", result->stop_detail},
         {"timings",
          {{"n_prompt", t.n_prompt},
           {"prompt_ms", t.prompt_ms},

@@ -88,9 +88,11 @@ Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prom
     if (!token.ok()) {
       if (sampler.has_grammar()) {
         result.stop_reason = "grammar";
+        result.stop_detail = token.status().message();
         emit(stops.flush());
+        result.timings.n_generated = static_cast<int32_t>(result.generated_ids.size());
         result.timings.generate_ms = ms_since(t0);
-        return result;  // the reason is reported by the caller from stop_reason
+        return result;
       }
       return token.status();
     }

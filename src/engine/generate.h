@@ -34,6 +34,7 @@ struct GenerateResult {
   std::vector<int32_t> generated_ids;
   std::string text;
   std::string stop_reason;  // "eog", "stop", "length", "context", "grammar"
+  std::string stop_detail;  // why, for "grammar" (the sampler's message)
   Timings timings;
 };
 

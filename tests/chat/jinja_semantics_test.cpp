@@ -126,6 +126,7 @@ TEST(JinjaExpressions, SubscriptsSlicesAndComparisons) {
   EXPECT_EQ(out("{{ d.a }} {{ d['a'] }} {{ d.b.c }} {{ d['b']['c'] }} {{ xs.1 }}", {{"d", {{"a", 1}, {"b", {{"c", 2}}}}}, {"xs", {7, 8}}}),
             "1 1 2 2 8");
   EXPECT_FALSE(render("{{ 'a' < 1 }}").ok());
+  EXPECT_FALSE(render("{{ [1] in {'a': 1} }}").ok());  // unhashable
 }
 
 TEST(JinjaMethods, PythonStrMethods) {
@@ -200,6 +201,11 @@ TEST(JinjaFilters, SequenceFilters) {
             "y n False");
   EXPECT_FALSE(render("{{ [1] | map('string') | length }}").ok());
   EXPECT_EQ(out("{% for x in [3, 1] | map('string') %}{{ x }}{{ loop.length }}{% endfor %}"), "3212");
+  // ... and lazy: a failure shows only when consumed; falsy input gives an empty generator.
+  EXPECT_EQ(out("{{ 'y' if 1.5 | map('string') else 'n' }} {% for x in false | select %}{% else %}E{% endfor %} "
+                "{{ none | map('upper') | list }}"),
+            "y E []");
+  EXPECT_FALSE(render("{{ 1.5 | map('string') | list }}").ok());
 }
 
 TEST(JinjaFilters, TojsonMatchesTransformers) {

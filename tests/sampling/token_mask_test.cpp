@@ -213,6 +213,30 @@ TEST(TokenMask, MasksAreCachedPerState) {
   EXPECT_EQ(m.n_cached_masks(), 2u);
 }
 
+TEST(TokenMask, CompactionKeepsTheRunGoing) {
+  // Every nesting depth is a new automaton state; a tiny state budget forces many compactions.
+  auto vocab = test_vocab();
+  auto trie = std::make_shared<TokenTrie>(*vocab);
+  auto g = parse("root ::= \"(\" root \")\" | \"x\" | \"\xC3\xA9\"");
+  GrammarMatcher small(g, trie, vocab, /*max_states=*/16);
+  GrammarMatcher big(g, trie, vocab);
+  for (int depth = 0; depth < 100; ++depth) {
+    ASSERT_TRUE(small.accept_token('(').ok());
+    ASSERT_TRUE(big.accept_token('(').ok());
+    EXPECT_EQ(small.mask().words, big.mask().words) << "depth " << depth;
+  }
+  EXPECT_LT(small.n_automaton_states(), 40u);
+  ASSERT_TRUE(small.accept_token(0xC3).ok());  // compaction with a pending partial character
+  ASSERT_TRUE(big.accept_token(0xC3).ok());
+  EXPECT_EQ(small.mask().words, big.mask().words);
+  ASSERT_TRUE(small.accept_token(0xA9).ok());
+  for (int depth = 0; depth < 100; ++depth) {
+    ASSERT_TRUE(small.accept_token(')').ok()) << depth;
+    EXPECT_EQ(small.accepting(), depth == 99);
+  }
+  EXPECT_FALSE(small.accept_token(')').ok());
+}
+
 // Random constrained generation: random logits (with a pull toward closing characters so runs end),
 // sampled through the full pipeline; every finished output must be in the grammar's language.
 TEST(TokenMask, RandomGenerationsStayInTheLanguage) {

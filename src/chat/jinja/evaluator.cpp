@@ -652,6 +652,7 @@ Value Evaluator::eval_compare(const Expr& e) {
       } else if (right.is_list()) {
         for (const Value& item : iterate(right, "in")) r = r || equals(item, left);
       } else if (right.is_dict()) {
+        if ((left.is_list() && !left.as_list().tuple) || left.is_dict()) fail(0, "unhashable type: '{}'", left.type_name());
         r = right.as_dict().find(left) != nullptr;
       } else if (right.is_undefined()) {
         r = false;

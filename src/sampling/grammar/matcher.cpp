@@ -4,8 +4,7 @@
 namespace minfer::sampling::grammar {
 namespace {
 
-constexpr size_t kMaxStates = 1 << 15;  // dense rows are 1 KiB each: ~32 MiB before compaction
-constexpr size_t kMaxMasks = 512;       // 19 KiB each for a 152k vocabulary
+constexpr size_t kMaxMasks = 512;  // 19 KiB each for a 152k vocabulary
 
 std::string printable(std::string_view bytes) {
   std::string out;
@@ -34,11 +33,12 @@ std::string tail(const std::string& s) {
 }  // namespace
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
-                               std::shared_ptr<const VocabView> vocab)
+                               std::shared_ptr<const VocabView> vocab, size_t max_states)
     : trie_(std::move(trie)),
       vocab_(std::move(vocab)),
       automaton_(std::move(grammar)),
-      state_(automaton_.initial()) {}
+      state_(automaton_.initial()),
+      max_states_(max_states) {}
 
 const TokenMask& GrammarMatcher::mask() {
   auto it = masks_.find(state_);
@@ -50,7 +50,7 @@ const TokenMask& GrammarMatcher::mask() {
 }
 
 void GrammarMatcher::maybe_compact() {
-  if (automaton_.n_states() < kMaxStates) return;
+  if (automaton_.n_states() < max_states_) return;
   state_ = automaton_.compact(state_);
   masks_.clear();
 }

@@ -15,8 +15,11 @@ namespace minfer::sampling::grammar {
 
 class GrammarMatcher {
  public:
+  static constexpr size_t kDefaultMaxStates = 1 << 15;  // dense rows are 1 KiB each: ~32 MiB
+
+  // `max_states`: automaton states kept before the caches are dropped (all but the current state).
   GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie,
-                 std::shared_ptr<const VocabView> vocab);
+                 std::shared_ptr<const VocabView> vocab, size_t max_states = kDefaultMaxStates);
 
   // Allowed tokens in the current state. Cached: a state seen before costs a hash lookup.
   const TokenMask& mask();
@@ -43,6 +46,7 @@ class GrammarMatcher {
   bool finished_ = false;
   std::string accepted_;
   std::unordered_map<int32_t, TokenMask> masks_;
+  size_t max_states_;
 };
 
 // Whether `text` as a whole is in the grammar's language (tests and tools; no vocabulary needed).

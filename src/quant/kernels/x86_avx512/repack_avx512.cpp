@@ -608,14 +608,17 @@ void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t
   }
 }
 
-// Tokens in passes of 8, then 4, then 1: the unpacked weight block is shared by all tokens of a pass.
-template <class G, template <int> class K>
+// Tokens in passes of 8, then 4, then 1: the unpacked weight block is shared by all tokens of a pass
+// (Q4_K's 16 unpacked vectors plus 8 accumulator pairs would spill, so it stops at 4).
+template <class G, template <int> class K, int kMaxNC = 8>
 void gemm(int64_t k, const void* group, int nr, const void* vx, size_t xs, const int32_t* xsum, size_t xss, int nc,
           float* y, size_t ldy) {
   const auto* g = static_cast<const G*>(group);
   const auto* x = static_cast<const uint8_t*>(vx);
   int c = 0;
-  for (; c + 8 <= nc; c += 8) K<8>::run(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
+  if constexpr (kMaxNC >= 8) {
+    for (; c + 8 <= nc; c += 8) K<8>::run(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
+  }
   for (; c + 4 <= nc; c += 4) K<4>::run(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
   for (; c < nc; ++c) K<1>::run(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
 }
@@ -647,7 +650,7 @@ const RepackKernels kQ4_0x8{packed_bytes<Q4x8>, pack_q4_0,
                             gemm<Q4x8, KQ4_0>};
 
 const RepackKernels kQ4_Kx8{packed_bytes_q4_K, pack_q4_K,
-                            gemm<Q4Kx8, KQ4_K>};
+                            gemm<Q4Kx8, KQ4_K, 4>};
 const RepackKernels kQ5_Kx8{packed_bytes_q5_K, pack_q5_K,
                             gemm<Q5Kx8, KQ5_K>};
 const RepackKernels kQ4_1x8{packed_bytes<Q4x8m>, pack_q4_1,
