@@ -33,7 +33,8 @@ int64_t int8_peak_avx2(int64_t iters) {
   const __m256i b = _mm256_set1_epi8(-2);
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t it = 0; it < iters; ++it) {
-    for (int i = 0; i < 8; ++i) acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+    for (int i = 0; i < 8; ++i)
+      acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
     __asm__ volatile("" : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]));
   }
   __m256i s = acc[0];

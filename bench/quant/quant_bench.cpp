@@ -85,9 +85,8 @@ void BM_Gemv(benchmark::State& state, DType t) {
   // Bytes actually streamed: the repacked copy when there is one (it can be larger than the file's).
   const size_t bytes = f.w.repack != nullptr ? f.w.repack->packed_bytes(kN, kK) : f.weights.size();
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
-  state.counters["file_GBps"] =
-      benchmark::Counter(static_cast<double>(f.weights.size()) * state.iterations(), benchmark::Counter::kIsRate,
-                         benchmark::Counter::kIs1000);
+  state.counters["file_GBps"] = benchmark::Counter(static_cast<double>(f.weights.size()) * state.iterations(),
+                                                   benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
 void BM_Gemm(benchmark::State& state, DType t) {
@@ -127,7 +126,8 @@ void BM_MemoryBandwidth(benchmark::State& state) {
       const size_t n = buf.size() / static_cast<size_t>(nth);
       const uint64_t* b = buf.data() + n * static_cast<size_t>(ith);
       if (wide) {
-        sums[ith] = minfer::bench::stream_sum_avx512(reinterpret_cast<const uint8_t*>(b), n * sizeof(uint64_t));
+        sums[ith] =
+            minfer::bench::stream_sum_avx512(reinterpret_cast<const uint8_t*>(b), n * sizeof(uint64_t));
         return;
       }
       uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -157,11 +157,12 @@ void BM_Int8Peak(benchmark::State& state) {
   }
   constexpr int64_t kIters = 1 << 20;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(vnni ? minfer::bench::int8_peak_avx512_vnni(kIters) : minfer::bench::int8_peak_avx2(kIters));
+    benchmark::DoNotOptimize(vnni ? minfer::bench::int8_peak_avx512_vnni(kIters)
+                                  : minfer::bench::int8_peak_avx2(kIters));
   }
   const double ops_per_iter = vnni ? 12.0 * 64 * 2 : 8.0 * 32 * 2;
-  state.counters["GOPS"] = benchmark::Counter(ops_per_iter * kIters * state.iterations(), benchmark::Counter::kIsRate,
-                                              benchmark::Counter::kIs1000);
+  state.counters["GOPS"] = benchmark::Counter(ops_per_iter * kIters * state.iterations(),
+                                              benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
 void register_all() {

@@ -21,10 +21,10 @@ int quantize_command(const Args& args) {
   bool quiet = false;
   app.add_option("input", options.input, "source GGUF (f32/f16/bf16 weights)")->required();
   app.add_option("output", options.output, "GGUF file to write (never the input)")->required();
-  app.add_option("--type", options.type,
-                 fmt::format("target: {}", fmt::join(quant::file_type_names(), " ")))
+  app.add_option("--type", options.type, fmt::format("target: {}", fmt::join(quant::file_type_names(), " ")))
       ->required();
-  app.add_flag("--pure", options.pure, "every 2-D weight in the base type (no output/attn_v/ffn_down upgrades)");
+  app.add_flag("--pure", options.pure,
+               "every 2-D weight in the base type (no output/attn_v/ffn_down upgrades)");
   app.add_option("-t,--threads", options.n_threads, "encoding threads")->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "no per-tensor lines");
   if (int code = parse_args(app, args); code >= 0) return code;

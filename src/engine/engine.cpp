@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "backend/registry.h"
 #include "core/log.h"
 
 namespace minfer::engine {
@@ -24,11 +25,13 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& path, const Engi
   int32_t threads = options.n_threads;
   if (threads <= 0) threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   e->pool_ = std::make_unique<ThreadPool>(threads);
-  e->cpu_ = std::make_unique<backend::CpuBackend>();
-  for (const backend::WeightSource& w : e->model_->weights()) {
-    MINFER_RETURN_IF_ERROR(e->cpu_->register_weight(w));
+  e->backends_ = backend::create_backends();
+  std::vector<backend::Backend*> backends;
+  for (auto& b : e->backends_) {
+    for (const backend::WeightSource& w : e->model_->weights()) MINFER_RETURN_IF_ERROR(b->register_weight(w));
+    backends.push_back(b.get());
   }
-  e->scheduler_ = std::make_unique<sched::Scheduler>(std::vector<backend::Backend*>{e->cpu_.get()}, e->pool_.get());
+  e->scheduler_ = std::make_unique<sched::Scheduler>(std::move(backends), e->pool_.get());
   // Attention reads each head's K segment in the cache's blocks, so a head must hold whole blocks.
   const int64_t block = traits(options.cache_type).block_size;
   if (hp.head_dim % block != 0) {
@@ -40,7 +43,8 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& path, const Engi
   kvc.n_cells = e->options_.n_ctx;
   kvc.row_elems = hp.n_embd_kv();
   kvc.type = options.cache_type;
-  MINFER_ASSIGN_OR_RETURN(e->kv_, kv::KvCache::create(kvc, *e->cpu_));
+  // The KV cells live on the backend that runs attention: the highest-priority one.
+  MINFER_ASSIGN_OR_RETURN(e->kv_, kv::KvCache::create(kvc, *e->backends_.front()));
   return e;
 }
 

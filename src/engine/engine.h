@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend.h"
 #include "core/thread_pool.h"
 #include "gguf/reader.h"
 #include "kv/kv_cache.h"
@@ -84,7 +84,7 @@ class Engine {
   std::optional<tokenizer::Tokenizer> tokenizer_;
   std::shared_ptr<const sampling::VocabView> sampling_vocab_;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<backend::CpuBackend> cpu_;
+  std::vector<std::unique_ptr<backend::Backend>> backends_;  // from the registry, highest priority first
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<kv::KvCache> kv_;
   // Reused per micro-batch so a decode step allocates nothing.

@@ -17,11 +17,15 @@ namespace {
 // Rows of W kept hot while all tokens pass: 16 rows of a 4096-wide Q8_0 row are ~70 KB (L2-resident).
 constexpr int64_t kRowBlock = 16;
 
-size_t act_row_bytes(DType vdt, int64_t k) { return *row_bytes(vdt, k); }
+size_t act_row_bytes(DType vdt, int64_t k) {
+  return *row_bytes(vdt, k);
+}
 
 }  // namespace
 
-void MatmulScratch::Free::operator()(void* p) const { std::free(p); }
+void MatmulScratch::Free::operator()(void* p) const {
+  std::free(p);
+}
 
 void* MatmulScratch::reserve(size_t bytes) {
   if (bytes > capacity_) {
@@ -64,7 +68,7 @@ Weight prepare_weight(DType t, const void* data, int64_t n, int64_t k, bool allo
 
 // Repacked weights: activations quantized with their per-block sums, then 8-row groups x token chunks.
 static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y, ThreadPool& pool,
-                     MatmulScratch& scratch) {
+                            MatmulScratch& scratch) {
   const kernels::TypeKernels& tk = kernels::cpu_kernels().of(w.type);
   const int64_t k = w.k, n = w.n;
   // Q8_0 activations also get their per-block sums (the kernels remove the weights' unsigned offset with
@@ -73,7 +77,8 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
   const int64_t nb = with_sums ? k / 32 : 0;
   const size_t act_stride = act_row_bytes(tk.vec_dot_type, k);
   const size_t act_bytes = (act_stride * static_cast<size_t>(m) + 63) / 64 * 64;
-  auto* buf = static_cast<uint8_t*>(scratch.reserve(act_bytes + static_cast<size_t>(m * nb) * sizeof(int32_t)));
+  auto* buf =
+      static_cast<uint8_t*>(scratch.reserve(act_bytes + static_cast<size_t>(m * nb) * sizeof(int32_t)));
   auto* xsum = reinterpret_cast<int32_t*>(buf + act_bytes);
   const size_t block_bytes = traits(tk.vec_dot_type).block_bytes;
   auto quantize = [&](int64_t i) {
@@ -106,8 +111,9 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
         const int64_t r = g * kernels::kRepackRows;
         const int nr = static_cast<int>(std::min<int64_t>(kernels::kRepackRows, n - r));
         w.repack->gemm(k, static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(g) * group_bytes, nr,
-                       buf + static_cast<size_t>(c0) * act_stride, act_stride, xsum + c0 * nb, static_cast<size_t>(nb),
-                       nc, y + static_cast<size_t>(c0 * n + r), static_cast<size_t>(n));
+                       buf + static_cast<size_t>(c0) * act_stride, act_stride, xsum + c0 * nb,
+                       static_cast<size_t>(nb), nc, y + static_cast<size_t>(c0 * n + r),
+                       static_cast<size_t>(n));
       }
     }
   };
@@ -141,7 +147,8 @@ void matmul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool& po
       for (int64_t i = 0; i < m; ++i) tk.from_float(x + i * k, buf + static_cast<size_t>(i) * act_stride, k);
     } else {
       pool.run([&](int ith, int nt) {
-        for (int64_t i = ith; i < m; i += nt) tk.from_float(x + i * k, buf + static_cast<size_t>(i) * act_stride, k);
+        for (int64_t i = ith; i < m; i += nt)
+          tk.from_float(x + i * k, buf + static_cast<size_t>(i) * act_stride, k);
       });
     }
     act = buf;
@@ -164,8 +171,8 @@ void matmul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool& po
         for (int64_t r = rb; r < rb_end; r += kernels::kTileRows) {
           const int nr = static_cast<int>(std::min<int64_t>(kernels::kTileRows, rb_end - r));
           tk.gemm_tile(k, wbytes + static_cast<size_t>(r) * w.row_bytes, w.row_bytes, nr,
-                       abytes + static_cast<size_t>(c) * act_stride, act_stride, nc, y + static_cast<size_t>(c) * ldy + r,
-                       ldy);
+                       abytes + static_cast<size_t>(c) * act_stride, act_stride, nc,
+                       y + static_cast<size_t>(c) * ldy + r, ldy);
         }
       }
     }

@@ -24,8 +24,8 @@ namespace minfer::quant {
 // A 2-D weight: n rows (outputs) x k columns (inputs), GGUF row-major ([out][in], ne[0] = k).
 struct Weight {
   DType type = DType::F32;
-  int64_t n = 0;           // rows (outputs)
-  int64_t k = 0;           // columns (inputs), a multiple of the type's block size
+  int64_t n = 0;               // rows (outputs)
+  int64_t k = 0;               // columns (inputs), a multiple of the type's block size
   const void* data = nullptr;  // [n][row_bytes] in `type`'s block layout (not owned unless `owned` is set)
   size_t row_bytes = 0;        // bytes of one row
   std::shared_ptr<const void> owned;  // storage when prepare_weight copied/repacked the data

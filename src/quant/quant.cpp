@@ -35,20 +35,34 @@ const Codec* codec(DType t) {
   static const Codec kQ6_K{ref::quantize_q6_K, ref::dequantize_q6_K};
   static const Codec kQ8_K{ref::quantize_q8_K, ref::dequantize_q8_K};
   switch (t) {
-    case DType::F32: return &kF32;
-    case DType::F16: return &kF16;
-    case DType::BF16: return &kBF16;
-    case DType::Q4_0: return &kQ4_0;
-    case DType::Q4_1: return &kQ4_1;
-    case DType::Q5_0: return &kQ5_0;
-    case DType::Q5_1: return &kQ5_1;
-    case DType::Q8_0: return &kQ8_0;
-    case DType::Q8_1: return &kQ8_1;
-    case DType::Q4_K: return &kQ4_K;
-    case DType::Q5_K: return &kQ5_K;
-    case DType::Q6_K: return &kQ6_K;
-    case DType::Q8_K: return &kQ8_K;
-    default: return nullptr;
+    case DType::F32:
+      return &kF32;
+    case DType::F16:
+      return &kF16;
+    case DType::BF16:
+      return &kBF16;
+    case DType::Q4_0:
+      return &kQ4_0;
+    case DType::Q4_1:
+      return &kQ4_1;
+    case DType::Q5_0:
+      return &kQ5_0;
+    case DType::Q5_1:
+      return &kQ5_1;
+    case DType::Q8_0:
+      return &kQ8_0;
+    case DType::Q8_1:
+      return &kQ8_1;
+    case DType::Q4_K:
+      return &kQ4_K;
+    case DType::Q5_K:
+      return &kQ5_K;
+    case DType::Q6_K:
+      return &kQ6_K;
+    case DType::Q8_K:
+      return &kQ8_K;
+    default:
+      return nullptr;
   }
 }
 
@@ -66,31 +80,42 @@ bool is_compute_type(DType t) {
     case DType::Q8_0:
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: return true;
-    default: return false;
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
   }
 }
 
-bool can_quantize(DType t) { return codec(t) != nullptr; }
+bool can_quantize(DType t) {
+  return codec(t) != nullptr;
+}
 
 DType vec_dot_type(DType t) {
   switch (t) {
     case DType::Q4_0:
     case DType::Q5_0:
-    case DType::Q8_0: return DType::Q8_0;
+    case DType::Q8_0:
+      return DType::Q8_0;
     case DType::Q4_1:
-    case DType::Q5_1: return DType::Q8_1;
+    case DType::Q5_1:
+      return DType::Q8_1;
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: return DType::Q8_K;
-    case DType::F16: return DType::F16;
-    case DType::BF16: return DType::BF16;
-    default: return DType::F32;
+    case DType::Q6_K:
+      return DType::Q8_K;
+    case DType::F16:
+      return DType::F16;
+    case DType::BF16:
+      return DType::BF16;
+    default:
+      return DType::F32;
   }
 }
 
 Status check_row(DType t, int64_t n) {
-  if (!is_compute_type(t)) return unsupported("quant: tensor type {} is not supported for compute", dtype_name(t));
+  if (!is_compute_type(t))
+    return unsupported("quant: tensor type {} is not supported for compute", dtype_name(t));
   const int64_t bs = traits(t).block_size;
   if (n <= 0 || n % bs != 0) {
     return invalid_argument("quant: row length {} is not a positive multiple of the {} block size {}", n,

@@ -30,6 +30,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 size_t quantize_row(DType t, const float* src, void* dst, int64_t n);
 // Encodes `n_rows` rows of `n_per_row` floats, splitting rows over `n_threads` std::threads (bytes are
 // identical for any thread count). Returns the bytes written.
-size_t quantize_rows(DType t, const float* src, void* dst, int64_t n_rows, int64_t n_per_row, int n_threads = 1);
+size_t quantize_rows(DType t, const float* src, void* dst, int64_t n_rows, int64_t n_per_row,
+                     int n_threads = 1);
 
 }  // namespace minfer::quant

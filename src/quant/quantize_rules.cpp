@@ -2,9 +2,9 @@
 // types minfer writes (no imatrix, no MoE, no IQ types). See docs/KERNELS.md for the rule table.
 #include "quant/quantize_rules.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cctype>
-#include <fmt/format.h>
 
 namespace minfer::quant {
 namespace {
@@ -30,9 +30,13 @@ bool iequals(std::string_view a, std::string_view b) {
 bool ends_with(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
-bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+bool contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
 
-bool is_quantized(DType t) { return t != DType::F32 && t != DType::F16 && t != DType::BF16; }
+bool is_quantized(DType t) {
+  return t != DType::F32 && t != DType::F16 && t != DType::BF16;
+}
 
 // Layer index of "blk.N.*", or -1.
 int layer_of(std::string_view name) {
@@ -53,10 +57,18 @@ bool use_more_bits(int i_layer, int n_layers) {
 DType fallback_type(DType t, int64_t ne0) {
   DType f;
   switch (t) {
-    case DType::Q4_K: f = DType::Q5_0; break;
-    case DType::Q5_K: f = DType::Q5_1; break;
-    case DType::Q6_K: f = DType::Q8_0; break;
-    default: f = DType::F16; break;
+    case DType::Q4_K:
+      f = DType::Q5_0;
+      break;
+    case DType::Q5_K:
+      f = DType::Q5_1;
+      break;
+    case DType::Q6_K:
+      f = DType::Q8_0;
+      break;
+    default:
+      f = DType::F16;
+      break;
   }
   if (ne0 % traits(f).block_size != 0) f = DType::F16;
   return f;
@@ -77,7 +89,8 @@ std::vector<std::string_view> file_type_names() {
   return out;
 }
 
-std::vector<TensorDecision> choose_tensor_types(const FileType& ft, const std::vector<TensorDesc>& tensors, bool pure) {
+std::vector<TensorDecision> choose_tensor_types(const FileType& ft, const std::vector<TensorDesc>& tensors,
+                                                bool pure) {
   bool has_output = false;
   int n_attn_v = 0, n_ffn_down = 0;
   for (const TensorDesc& t : tensors) {

@@ -17,8 +17,12 @@ namespace {
 
 constexpr float kGroupMaxEps = 1e-15f;
 
-inline float h2f(uint16_t h) { return fp16_to_fp32(h); }
-inline uint16_t f2h(float f) { return fp32_to_fp16(f); }
+inline float h2f(uint16_t h) {
+  return fp16_to_fp32(h);
+}
+inline uint16_t f2h(float f) {
+  return fp32_to_fp16(f);
+}
 
 // Round to nearest, ties to even, for |fval| < 2^22 (ggml's nearest_int, a magic-number trick).
 inline int nearest_int(float fval) {
@@ -185,8 +189,8 @@ void pack_k4_scales(uint8_t* scales, const uint8_t* ls, const uint8_t* lm) {
 }
 
 // Shared first half of the Q4_K / Q5_K encoders: per-32 (scale, min) search, 6-bit packing, requantize.
-void quantize_k4_superblock(const float* x, int nmax, float rmin, int nstep, uint16_t* d_out, uint16_t* dmin_out,
-                            uint8_t* scales_out, uint8_t* L) {
+void quantize_k4_superblock(const float* x, int nmax, float rmin, int nstep, uint16_t* d_out,
+                            uint16_t* dmin_out, uint8_t* scales_out, uint8_t* L) {
   uint8_t Laux[32];
   float weights[32];
   float mins[kQK_K / 32];
@@ -198,7 +202,8 @@ void quantize_k4_superblock(const float* x, int nmax, float rmin, int nstep, uin
     for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
     const float av_x = std::sqrt(sum_x2 / 32);
     for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
-    scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+    scales[j] =
+        make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
     if (scales[j] > max_scale) max_scale = scales[j];
     if (mins[j] > max_min) max_min = mins[j];
   }
@@ -447,8 +452,8 @@ void quantize_q6_K(const float* x, void* vy, int64_t n) {
         const uint8_t q4 = L[j + l + 96] & 0xF;
         ql[l + 0] = static_cast<uint8_t>(q1 | (q3 << 4));
         ql[l + 32] = static_cast<uint8_t>(q2 | (q4 << 4));
-        qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
-                                     ((L[j + l + 96] >> 4) << 6));
+        qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
+                                     ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
       }
     }
   }
@@ -470,7 +475,8 @@ void quantize_q8_K(const float* x, void* vy, int64_t n) {
       continue;
     }
     const float iscale = -127.f / max;
-    for (int j = 0; j < kQK_K; ++j) y[i].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
+    for (int j = 0; j < kQK_K; ++j)
+      y[i].qs[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * x[j])));
     for (int j = 0; j < kQK_K / 16; ++j) {
       int sum = 0;
       for (int ii = 0; ii < 16; ++ii) sum += y[i].qs[j * 16 + ii];
@@ -490,7 +496,9 @@ void quantize_bf16(const float* x, void* vy, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_bf16(x[i]);
 }
 
-void quantize_f32(const float* x, void* vy, int64_t n) { std::memcpy(vy, x, static_cast<size_t>(n) * sizeof(float)); }
+void quantize_f32(const float* x, void* vy, int64_t n) {
+  std::memcpy(vy, x, static_cast<size_t>(n) * sizeof(float));
+}
 
 // ---------------------------------------------------------------------------------------------- decoders
 
@@ -681,10 +689,18 @@ void act_q8_1(const float* x, void* vy, int64_t n) {
   }
 }
 
-void act_q8_K(const float* x, void* y, int64_t n) { quantize_q8_K(x, y, n); }
-void act_f16(const float* x, void* y, int64_t n) { quantize_f16(x, y, n); }
-void act_bf16(const float* x, void* y, int64_t n) { quantize_bf16(x, y, n); }
-void act_f32(const float* x, void* y, int64_t n) { quantize_f32(x, y, n); }
+void act_q8_K(const float* x, void* y, int64_t n) {
+  quantize_q8_K(x, y, n);
+}
+void act_f16(const float* x, void* y, int64_t n) {
+  quantize_f16(x, y, n);
+}
+void act_bf16(const float* x, void* y, int64_t n) {
+  quantize_bf16(x, y, n);
+}
+void act_f32(const float* x, void* y, int64_t n) {
+  quantize_f32(x, y, n);
+}
 
 // ---------------------------------------------------------------------------------------------- dots
 

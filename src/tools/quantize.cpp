@@ -30,7 +30,9 @@ std::string shape_string(const gguf::TensorInfo& t) {
   return fmt::format("[{}]", fmt::join(ne, ", "));
 }
 
-bool is_float_source(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+bool is_float_source(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
 
 }  // namespace
 
@@ -44,7 +46,8 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& options) {
   auto file = std::make_shared<gguf::File>(std::move(opened));
   for (size_t i = 0; i < file->n_parts(); ++i) {
     if (same_file(file->part_path(i), options.output)) {
-      return invalid_argument("quantize: output '{}' is the input file; refusing to overwrite it", options.output);
+      return invalid_argument("quantize: output '{}' is the input file; refusing to overwrite it",
+                              options.output);
     }
   }
 
@@ -85,18 +88,19 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& options) {
       }
       report.bytes_out += t.n_bytes;
       done_bytes.push_back(report.bytes_out);
-      MINFER_RETURN_IF_ERROR(writer.add_tensor(t.name, t.type, ne, std::span<const uint8_t>(t.data, t.n_bytes)));
+      MINFER_RETURN_IF_ERROR(
+          writer.add_tensor(t.name, t.type, ne, std::span<const uint8_t>(t.data, t.n_bytes)));
       continue;
     }
     if (!is_float_source(t.type)) {
-      return unsupported("quantize: tensor '{}' is {}; only f32/f16/bf16 tensors can be re-encoded (to {})", t.name,
-                         dtype_name(t.type), dtype_name(d.type));
+      return unsupported("quantize: tensor '{}' is {}; only f32/f16/bf16 tensors can be re-encoded (to {})",
+                         t.name, dtype_name(t.type), dtype_name(d.type));
     }
     const int64_t ne0 = t.ne[0];
     const auto out_row = row_bytes(d.type, ne0);
     if (!out_row) {
-      return invalid_argument("quantize: tensor '{}': row of {} is not a multiple of the {} block", t.name, ne0,
-                              dtype_name(d.type));
+      return invalid_argument("quantize: tensor '{}': row of {} is not a multiple of the {} block", t.name,
+                              ne0, dtype_name(d.type));
     }
     const int64_t rows = t.n_elements() / ne0;
     report.bytes_out += *out_row * static_cast<uint64_t>(rows);

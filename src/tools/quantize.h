@@ -13,9 +13,9 @@ namespace minfer::tools {
 struct QuantizeOptions {
   std::string input;   // GGUF file (or the first/any part of a split model)
   std::string output;  // never the input; written via a temp file + rename
-  std::string type;    // q4_0 q4_1 q5_0 q5_1 q8_0 q4_K q5_K q6_K q4_K_M q5_K_M f16 bf16 f32 (case-insensitive)
-  bool pure = false;   // every 2-D weight gets the base type (no output / attn_v / ffn_down upgrades)
-  int n_threads = 1;   // threads encoding the rows of one tensor (bytes are identical for any count)
+  std::string type;   // q4_0 q4_1 q5_0 q5_1 q8_0 q4_K q5_K q6_K q4_K_M q5_K_M f16 bf16 f32 (case-insensitive)
+  bool pure = false;  // every 2-D weight gets the base type (no output / attn_v / ffn_down upgrades)
+  int n_threads = 1;  // threads encoding the rows of one tensor (bytes are identical for any count)
   // One line per tensor decision ("blk.0.attn_q.weight  f32 [256, 256] -> q4_K  (base type)").
   std::function<void(const std::string&)> on_decision;
   // Called after each tensor is written: (index, count, bytes written so far).
@@ -24,10 +24,10 @@ struct QuantizeOptions {
 
 struct QuantizeReport {
   size_t n_tensors = 0;
-  size_t n_quantized = 0;   // tensors re-encoded (the rest are copied)
-  uint64_t bytes_in = 0;    // tensor data bytes read
-  uint64_t bytes_out = 0;   // tensor data bytes written
-  uint32_t file_type = 0;   // general.file_type written
+  size_t n_quantized = 0;  // tensors re-encoded (the rest are copied)
+  uint64_t bytes_in = 0;   // tensor data bytes read
+  uint64_t bytes_out = 0;  // tensor data bytes written
+  uint32_t file_type = 0;  // general.file_type written
 };
 
 // Fails, writing nothing, on: an unknown type (the message lists the valid ones), an output path that is

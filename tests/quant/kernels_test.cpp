@@ -40,8 +40,8 @@ class KernelTest : public ::testing::TestWithParam<Param> {
   static const TypeKernels& reference() { return cpu_kernels_for(Isa::kGeneric)->of(GetParam().type); }
 };
 
-#define SKIP_IF_UNAVAILABLE()                                                    \
-  const CpuKernels* kt = table();                                                \
+#define SKIP_IF_UNAVAILABLE()                                                      \
+  const CpuKernels* kt = table();                                                  \
   if (kt == nullptr) GTEST_SKIP() << isa_name(GetParam().isa) << " not available"; \
   const TypeKernels& tk = kt->of(GetParam().type)
 
@@ -98,7 +98,7 @@ TEST_P(KernelTest, DotMatchesTheScalarReference) {
       const size_t wb = traits(t).block_bytes;
       for (int64_t b = 0; b < n / 32; ++b) {
         uint16_t m, sx;
-        std::memcpy(&m, w.data() + 3 + b * wb + 2, 2);  // Q4_1/Q5_1: d, m, ...
+        std::memcpy(&m, w.data() + 3 + b * wb + 2, 2);                         // Q4_1/Q5_1: d, m, ...
         std::memcpy(&sx, x.data() + 5 + b * sizeof(quant::BlockQ8_1) + 2, 2);  // Q8_1: d, s, ...
         s_rounding += std::fabs(fp16_to_fp32(m) * fp16_to_fp32(sx)) * 0x1p-11;
       }
@@ -121,7 +121,8 @@ TEST_P(KernelTest, EveryTileShapeEqualsVecDotBitwise) {
   for (int c = 0; c < kTileCols; ++c) tk.from_float(xf.data() + c * n, x.data() + 2 + c * xs, n);
   float want[kTileCols][kTileRows];
   for (int c = 0; c < kTileCols; ++c) {
-    for (int r = 0; r < kTileRows; ++r) tk.vec_dot(n, &want[c][r], w.data() + 1 + r * ws, x.data() + 2 + c * xs);
+    for (int r = 0; r < kTileRows; ++r)
+      tk.vec_dot(n, &want[c][r], w.data() + 1 + r * ws, x.data() + 2 + c * xs);
   }
   for (int nr = 1; nr <= kTileRows; ++nr) {
     for (int nc = 1; nc <= kTileCols; ++nc) {
@@ -131,7 +132,8 @@ TEST_P(KernelTest, EveryTileShapeEqualsVecDotBitwise) {
       for (int c = 0; c < nc; ++c) {
         for (int r = 0; r < nr; ++r) {
           EXPECT_EQ(std::memcmp(&y[c][r], &want[c][r], sizeof(float)), 0)
-              << "nr=" << nr << " nc=" << nc << " r=" << r << " c=" << c << ": " << y[c][r] << " vs " << want[c][r];
+              << "nr=" << nr << " nc=" << nc << " r=" << r << " c=" << c << ": " << y[c][r] << " vs "
+              << want[c][r];
         }
       }
     }

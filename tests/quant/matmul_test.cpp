@@ -38,7 +38,8 @@ TEST_P(MatmulTest, EqualsVecDotForAnyThreadCountAndShape) {
         w.repack != nullptr ? kernels::cpu_kernels_for(kernels::Isa::kGeneric)->of(t).vec_dot : tk.vec_dot;
     std::vector<float> want(static_cast<size_t>(m * n));
     for (int64_t i = 0; i < m; ++i) {
-      for (int64_t r = 0; r < n; ++r) dot(k, &want[i * n + r], wbytes.data() + r * w.row_bytes, xq.data() + i * xs);
+      for (int64_t r = 0; r < n; ++r)
+        dot(k, &want[i * n + r], wbytes.data() + r * w.row_bytes, xq.data() + i * xs);
     }
     for (int threads : {1, 2, 3}) {
       ThreadPool pool(threads);
@@ -74,12 +75,15 @@ TEST_P(MatmulTest, RepackedAndPlainLayoutsAgree) {
   MatmulScratch scratch;
   std::vector<float> a(m * n), b(m * n);
   matmul(prepare_weight(t, wbytes.data(), n, k, /*allow_repack=*/true), x.data(), m, a.data(), pool, scratch);
-  matmul(prepare_weight(t, wbytes.data(), n, k, /*allow_repack=*/false), x.data(), m, b.data(), pool, scratch);
+  matmul(prepare_weight(t, wbytes.data(), n, k, /*allow_repack=*/false), x.data(), m, b.data(), pool,
+         scratch);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 * (1.0 + std::fabs(b[i]))) << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, MatmulTest, ::testing::ValuesIn(kComputeTypes),
-                         [](const ::testing::TestParamInfo<DType>& p) { return std::string(dtype_name(p.param)); });
+                         [](const ::testing::TestParamInfo<DType>& p) {
+                           return std::string(dtype_name(p.param));
+                         });
 
 TEST(Matmul, F32MatchesNaiveProduct) {
   const int64_t m = 3, n = 9, k = 40;

@@ -39,10 +39,9 @@ struct Bound {
 
 TEST(QuantRoundTrip, ErrorWithinTheFormatBound) {
   const Bound bounds[] = {
-      {DType::F32, 0.0},       {DType::F16, 6e-4},      {DType::BF16, 5e-3},     {DType::Q8_0, 0.01},
-      {DType::Q8_1, 0.01},     {DType::Q8_K, 0.01},     {DType::Q6_K, 0.02},     {DType::Q5_0, 0.05},
-      {DType::Q5_1, 0.04},     {DType::Q5_K, 0.04},     {DType::Q4_0, 0.10},     {DType::Q4_1, 0.08},
-      {DType::Q4_K, 0.08},
+      {DType::F32, 0.0},   {DType::F16, 6e-4},  {DType::BF16, 5e-3}, {DType::Q8_0, 0.01}, {DType::Q8_1, 0.01},
+      {DType::Q8_K, 0.01}, {DType::Q6_K, 0.02}, {DType::Q5_0, 0.05}, {DType::Q5_1, 0.04}, {DType::Q5_K, 0.04},
+      {DType::Q4_0, 0.10}, {DType::Q4_1, 0.08}, {DType::Q4_K, 0.08},
   };
   const int64_t n = 4096;
   const std::vector<float> x = random_floats(n, 42);
@@ -169,7 +168,7 @@ TEST(QuantizeRules, RowsNotMultipleOf256FallBack) {
   const auto ds = choose_tensor_types(*file_type_from_name("q4_k_m"), ts);
   EXPECT_EQ(find(ts, ds, "token_embd.weight").type, DType::Q8_0);  // tied output, 896 % 256 != 0
   EXPECT_EQ(find(ts, ds, "blk.5.attn_q.weight").type, DType::Q5_0);
-  EXPECT_EQ(find(ts, ds, "blk.0.attn_v.weight").type, DType::Q8_0);   // Q6_K -> Q8_0
+  EXPECT_EQ(find(ts, ds, "blk.0.attn_v.weight").type, DType::Q8_0);    // Q6_K -> Q8_0
   EXPECT_EQ(find(ts, ds, "blk.0.ffn_down.weight").type, DType::Q6_K);  // 4864 = 19 x 256
   EXPECT_EQ(find(ts, ds, "blk.4.ffn_down.weight").type, DType::Q4_K);  // (4 - 3) % 3 != 2
 }

@@ -71,17 +71,19 @@ TEST_P(QuantizeParity, MatchesLlamaQuantizeTensorForTensor) {
     const TensorDecision& d = decisions[i];
     const auto want_type = dtype_from_name(want["type"].get<std::string>());
     ASSERT_TRUE(want_type.has_value());
-    EXPECT_EQ(dtype_name(d.type), dtype_name(*want_type)) << out_name << ": " << name << " (" << d.reason << ")";
+    EXPECT_EQ(dtype_name(d.type), dtype_name(*want_type))
+        << out_name << ": " << name << " (" << d.reason << ")";
     if (d.type != *want_type) continue;
     std::vector<uint8_t> bytes;
     if (!d.quantize) {
-      bytes.assign(static_cast<const uint8_t*>(info.data), static_cast<const uint8_t*>(info.data) + info.n_bytes);
+      bytes.assign(static_cast<const uint8_t*>(info.data),
+                   static_cast<const uint8_t*>(info.data) + info.n_bytes);
     } else {
       const int64_t ne0 = info.ne[0];
       const int64_t rows = static_cast<int64_t>(info.n_bytes / (sizeof(float) * static_cast<size_t>(ne0)));
       bytes.resize(*row_bytes(d.type, ne0) * static_cast<size_t>(rows));
-      const size_t written =
-          quantize_rows(d.type, reinterpret_cast<const float*>(info.data), bytes.data(), rows, ne0, /*n_threads=*/2);
+      const size_t written = quantize_rows(d.type, reinterpret_cast<const float*>(info.data), bytes.data(),
+                                           rows, ne0, /*n_threads=*/2);
       ASSERT_EQ(written, bytes.size());
     }
     EXPECT_EQ(bytes.size(), want["n_bytes"].get<size_t>()) << name;
@@ -95,7 +97,8 @@ TEST_P(QuantizeParity, MatchesLlamaQuantizeTensorForTensor) {
 std::vector<Case> all_cases() {
   std::vector<Case> out;
   for (const char* model : {"qwen2-mini", "qwen3-mini"}) {
-    for (const char* type : {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m", "q5_k_m", "q6_k"}) {
+    for (const char* type :
+         {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m", "q5_k_m", "q6_k"}) {
       out.push_back({model, type});
     }
   }

@@ -11,8 +11,9 @@
 
 namespace minfer::quant::test {
 
-inline const DType kComputeTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                                      DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+inline const DType kComputeTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,
+                                      DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                                      DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 inline std::vector<float> random_floats(int64_t n, uint64_t seed, float scale = 1.0f) {
   Rng rng(seed);
@@ -22,7 +23,8 @@ inline std::vector<float> random_floats(int64_t n, uint64_t seed, float scale = 
 }
 
 // Bytes of `rows` rows of `n` elements in `t`, plus `pad` spare bytes (to place data misaligned).
-inline std::vector<uint8_t> quantized(DType t, const std::vector<float>& x, int64_t rows, int64_t n, size_t offset = 0) {
+inline std::vector<uint8_t> quantized(DType t, const std::vector<float>& x, int64_t rows, int64_t n,
+                                      size_t offset = 0) {
   const size_t rb = *row_bytes(t, n);
   std::vector<uint8_t> out(rb * static_cast<size_t>(rows) + offset + 64);
   for (int64_t r = 0; r < rows; ++r) quantize_row(t, x.data() + r * n, out.data() + offset + r * rb, n);

@@ -19,7 +19,8 @@ TEST(ThreadPool, RunsEveryThreadIndexOncePerJob) {
         EXPECT_EQ(nth, n);
         hits[static_cast<size_t>(ith)].fetch_add(1);
       });
-      for (int i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "job " << job << " thread " << i;
+      for (int i = 0; i < n; ++i)
+        ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "job " << job << " thread " << i;
     }
   }
 }

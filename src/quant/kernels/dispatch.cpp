@@ -76,18 +76,25 @@ Isa hardware_isa() {
 #endif
 }
 
-int rank(Isa isa) { return isa == Isa::kNeon ? 2 : static_cast<int>(isa); }
+int rank(Isa isa) {
+  return isa == Isa::kNeon ? 2 : static_cast<int>(isa);
+}
 
 Isa compute_detected() {
   Isa isa = hardware_isa();
   if (const char* forced = std::getenv("MINFER_CPU_ISA"); forced != nullptr && forced[0] != '\0') {
     const std::string s = forced;
     Isa want = isa;
-    if (s == "generic") want = Isa::kGeneric;
-    else if (s == "avx2") want = Isa::kAvx2;
-    else if (s == "avx512") want = Isa::kAvx512;
-    else if (s == "neon") want = Isa::kNeon;
-    else MINFER_LOG_WARN("kernels: unknown MINFER_CPU_ISA='{}' ignored", s);
+    if (s == "generic")
+      want = Isa::kGeneric;
+    else if (s == "avx2")
+      want = Isa::kAvx2;
+    else if (s == "avx512")
+      want = Isa::kAvx512;
+    else if (s == "neon")
+      want = Isa::kNeon;
+    else
+      MINFER_LOG_WARN("kernels: unknown MINFER_CPU_ISA='{}' ignored", s);
     // Forcing can only lower the level (a wider one would crash); neon and x86 levels don't mix.
     if (want == Isa::kGeneric || (want != Isa::kNeon && isa != Isa::kNeon && rank(want) <= rank(isa)) ||
         want == isa) {
@@ -119,10 +126,14 @@ CpuKernels build(Isa isa) {
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
-    case Isa::kGeneric: return "generic";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
-    case Isa::kNeon: return "neon";
+    case Isa::kGeneric:
+      return "generic";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kNeon:
+      return "neon";
   }
   return "?";
 }

@@ -15,7 +15,9 @@ using quant::BlockQ4_0;
 using quant::BlockQ5_0;
 using quant::BlockQ8_0;
 
-inline float h2f(uint16_t h) { return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0); }
+inline float h2f(uint16_t h) {
+  return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
 
 // 32 signed weights of one block as two int8x16 vectors.
 struct W32 {
@@ -23,7 +25,9 @@ struct W32 {
   float d;
 };
 
-inline W32 load_q8_0(const BlockQ8_0& b) { return {vld1q_s8(b.qs), vld1q_s8(b.qs + 16), h2f(b.d)}; }
+inline W32 load_q8_0(const BlockQ8_0& b) {
+  return {vld1q_s8(b.qs), vld1q_s8(b.qs + 16), h2f(b.d)};
+}
 
 inline W32 load_q4_0(const BlockQ4_0& b) {
   const uint8x16_t q = vld1q_u8(b.qs);
@@ -69,10 +73,12 @@ void dot_f32(int64_t n, float* s, const void* vw, const void* vx) {
 }
 
 template <void (*Dot)(int64_t, float*, const void*, const void*)>
-void tile(int64_t n, const void* w, size_t ws, int nr, const void* x, size_t xs, int nc, float* y, size_t ldy) {
+void tile(int64_t n, const void* w, size_t ws, int nr, const void* x, size_t xs, int nc, float* y,
+          size_t ldy) {
   for (int c = 0; c < nc; ++c) {
     for (int r = 0; r < nr; ++r) {
-      Dot(n, y + static_cast<size_t>(c) * ldy + r, static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * ws,
+      Dot(n, y + static_cast<size_t>(c) * ldy + r,
+          static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * ws,
           static_cast<const uint8_t*>(x) + static_cast<size_t>(c) * xs);
     }
   }

@@ -6,15 +6,14 @@
 namespace minfer::kernels::generic {
 namespace {
 
-
 template <void (*Dot)(int64_t, float*, const void*, const void*)>
-void gemm_tile(int64_t n, const void* w, size_t w_stride, int nr, const void* x, size_t x_stride, int nc, float* y,
-               size_t ldy) {
+void gemm_tile(int64_t n, const void* w, size_t w_stride, int nr, const void* x, size_t x_stride, int nc,
+               float* y, size_t ldy) {
   for (int c = 0; c < nc; ++c) {
     const void* xc = static_cast<const uint8_t*>(x) + static_cast<size_t>(c) * x_stride;
     for (int r = 0; r < nr; ++r) {
-      Dot(n, y + static_cast<size_t>(c) * ldy + r, static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * w_stride,
-          xc);
+      Dot(n, y + static_cast<size_t>(c) * ldy + r,
+          static_cast<const uint8_t*>(w) + static_cast<size_t>(r) * w_stride, xc);
     }
   }
 }

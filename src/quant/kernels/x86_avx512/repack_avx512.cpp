@@ -15,17 +15,19 @@ namespace {
 using quant::BlockQ4_0;
 using quant::BlockQ4_1;
 using quant::BlockQ4_K;
+using quant::BlockQ5_0;
 using quant::BlockQ5_1;
 using quant::BlockQ5_K;
-using quant::BlockQ8_1;
-using quant::BlockQ5_0;
 using quant::BlockQ6_K;
 using quant::BlockQ8_0;
+using quant::BlockQ8_1;
 using quant::BlockQ8_K;
 
 constexpr int R = kRepackRows;
 
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+inline float h2f(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 
 // Packed group block: float d[8]; then quants. Q8_0x8: 8 x 32 bytes, vector j = rows' bytes 4j..4j+3
 // (+128). Q4_0x8: 4 x 32 bytes, vector j = per row 4 bytes whose low nibbles are elements 4j..4j+3 and
@@ -57,7 +59,8 @@ void pack_q8_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
           for (int j = 0; j < 8; ++j) std::memset(&o.q[j][4 * r], 128, 4);  // zero weights (offset 128)
           continue;
         }
-        const auto* blk = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        const auto* blk =
+            reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
         o.d[r] = h2f(blk->d);
         for (int j = 0; j < 8; ++j) {
           for (int t = 0; t < 4; ++t) o.q[j][4 * r + t] = static_cast<uint8_t>(blk->qs[4 * j + t] + 128);
@@ -89,7 +92,8 @@ void pack_q5_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
           for (int j = 0; j < 8; ++j) o.hmask[j] |= 0xFu << (4 * r);
           continue;
         }
-        const auto* blk = reinterpret_cast<const BlockQ5_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        const auto* blk =
+            reinterpret_cast<const BlockQ5_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
         o.d[r] = h2f(blk->d);
         uint32_t qh;
         std::memcpy(&qh, blk->qh, 4);
@@ -116,7 +120,8 @@ void pack_q4_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
       for (int r = 0; r < R; ++r) {
         const int64_t row = g * R + r;
         if (row >= n) continue;
-        const auto* blk = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        const auto* blk =
+            reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
         o.d[r] = h2f(blk->d);
         // Q4_0 byte i holds element i (low nibble) and element i+16 (high nibble): the same pairing.
         for (int j = 0; j < 4; ++j) {
@@ -218,7 +223,8 @@ void pack_q4_1(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
       for (int r = 0; r < R; ++r) {
         const int64_t row = g * R + r;
         if (row >= n) continue;
-        const auto* blk = reinterpret_cast<const BlockQ4_1*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        const auto* blk =
+            reinterpret_cast<const BlockQ4_1*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
         o.d[r] = h2f(blk->d);
         o.m[r] = h2f(blk->m);
         for (int j = 0; j < 4; ++j) std::memcpy(&o.q[j][4 * r], blk->qs + 4 * j, 4);
@@ -237,7 +243,8 @@ void pack_q5_1(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
       for (int r = 0; r < R; ++r) {
         const int64_t row = g * R + r;
         if (row >= n) continue;
-        const auto* blk = reinterpret_cast<const BlockQ5_1*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        const auto* blk =
+            reinterpret_cast<const BlockQ5_1*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
         o.d[r] = h2f(blk->d);
         o.m[r] = h2f(blk->m);
         uint32_t qh;
@@ -255,14 +262,15 @@ void pack_q5_1(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
 inline __m256i block_dot_q8(const uint8_t (*q)[32], const int8_t* xq) {
   __m256i s = _mm256_setzero_si256();
   for (int j = 0; j < 8; ++j) {
-    s = _mm256_dpbusd_epi32(s, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[j])), bcast4(xq + 4 * j));
+    s = _mm256_dpbusd_epi32(s, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[j])),
+                            bcast4(xq + 4 * j));
   }
   return s;
 }
 
 template <class G, int NC>
-void gemm_min_cols(int64_t k, const G* grp, int nr, const uint8_t* x, size_t xs, const int32_t*, size_t, float* y,
-                   size_t ldy) {
+void gemm_min_cols(int64_t k, const G* grp, int nr, const uint8_t* x, size_t xs, const int32_t*, size_t,
+                   float* y, size_t ldy) {
   const int64_t nb = k / 32;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NC];
@@ -340,7 +348,8 @@ void pack_q4_K(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
       for (int r = 0; r < R; ++r) {
         const int64_t row = g * R + r;
         if (row >= n) continue;  // zero scales: padding rows contribute nothing
-        const auto* blk = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        const auto* blk =
+            reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
         o.d[r] = h2f(blk->d);
         o.dmin[r] = h2f(blk->dmin);
         for (int j = 0; j < 8; ++j) scale_min_k4(j, blk->scales, &o.sc[j][r], &o.mn[j][r]);
@@ -385,7 +394,8 @@ void gemm_q4_K_cols(int64_t k, const Q4Kx8* grp, int nr, const uint8_t* x, size_
           a = _mm256_dpbusd_epi32(a, lo[t], bcast4(xq + 4 * t));
           h = _mm256_dpbusd_epi32(h, hi[t], bcast4(xq + 32 + 4 * t));
         }
-        sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(_mm256_mullo_epi32(a, s_lo), _mm256_mullo_epi32(h, s_hi)));
+        sumi[c] = _mm256_add_epi32(
+            sumi[c], _mm256_add_epi32(_mm256_mullo_epi32(a, s_lo), _mm256_mullo_epi32(h, s_hi)));
       }
     }
     const __m256 dw = _mm256_loadu_ps(g.d);
@@ -432,12 +442,14 @@ void pack_q5_K(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
       for (int r = 0; r < R; ++r) {
         const int64_t row = g * R + r;
         if (row >= n) continue;
-        const auto* blk = reinterpret_cast<const BlockQ5_K*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        const auto* blk =
+            reinterpret_cast<const BlockQ5_K*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
         o.d[r] = h2f(blk->d);
         o.dmin[r] = h2f(blk->dmin);
         for (int j = 0; j < 8; ++j) scale_min_k4(j, blk->scales, &o.sc[j][r], &o.mn[j][r]);
         for (int e = 0; e < 256; ++e) {
-          const int j = e / 32, l = e % 32;  // sub-block j: nibble of qs[32*(j/2) + l], 5th bit = bit j of qh[l]
+          const int j = e / 32,
+                    l = e % 32;  // sub-block j: nibble of qs[32*(j/2) + l], 5th bit = bit j of qh[l]
           const uint8_t qb = blk->qs[32 * (j / 2) + l];
           const int nib = (j & 1) ? (qb >> 4) : (qb & 0xF);
           o.q[e / 4][4 * r + e % 4] = static_cast<uint8_t>(nib | (((blk->qh[l] >> j) & 1) << 4));
@@ -512,15 +524,17 @@ void pack_q6_K(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
       for (int r = 0; r < R; ++r) {
         const int64_t row = g * R + r;
         if (row >= n) continue;
-        const auto* blk = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
+        const auto* blk =
+            reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
         o.d[r] = h2f(blk->d);
         for (int i = 0; i < 16; ++i) o.sc[i][r] = blk->scales[i];
         for (int half = 0; half < 2; ++half) {
           const uint8_t* ql = blk->ql + 64 * half;
           const uint8_t* qh = blk->qh + 32 * half;
           for (int l = 0; l < 32; ++l) {
-            const int v[4] = {(ql[l] & 0xF) | ((qh[l] & 3) << 4), (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4),
-                              (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4), (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)};
+            const int v[4] = {
+                (ql[l] & 0xF) | ((qh[l] & 3) << 4), (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4),
+                (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4), (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)};
             for (int quarter = 0; quarter < 4; ++quarter) {
               const int e = 128 * half + 32 * quarter + l;
               o.q[e / 4][4 * r + e % 4] = static_cast<uint8_t>(v[quarter]);
@@ -546,7 +560,8 @@ void gemm_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_
     for (int c = 0; c < NC; ++c) sumi[c] = _mm256_setzero_si256();
     for (int grp16 = 0; grp16 < 16; ++grp16) {
       __m256i w[4];
-      for (int t = 0; t < 4; ++t) w[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q[4 * grp16 + t]));
+      for (int t = 0; t < 4; ++t)
+        w[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q[4 * grp16 + t]));
       const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g.sc[grp16])));
       for (int c = 0; c < NC; ++c) {
         const int8_t* xq = xb[c]->qs + 16 * grp16;
@@ -559,7 +574,8 @@ void gemm_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_
     const __m256 dw = _mm256_loadu_ps(g.d);
     for (int c = 0; c < NC; ++c) {
       // Reference order: (d_w * d_x) * sumi.
-      const __m256 t = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xb[c]->d)), _mm256_cvtepi32_ps(sumi[c]));
+      const __m256 t =
+          _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xb[c]->d)), _mm256_cvtepi32_ps(sumi[c]));
       acc[c] = _mm256_add_ps(acc[c], t);
     }
   }
@@ -571,8 +587,8 @@ void gemm_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_
 }
 
 template <int NC>
-void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t xs, const int32_t* xsum, size_t xss,
-                    float* y, size_t ldy) {
+void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t xs, const int32_t* xsum,
+                    size_t xss, float* y, size_t ldy) {
   const int64_t nb = k / 32;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i b4 = _mm256_set1_epi8(0x10);
@@ -611,8 +627,8 @@ void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t
 // Tokens in passes of 8, then 4, then 1: the unpacked weight block is shared by all tokens of a pass
 // (Q4_K's 16 unpacked vectors plus 8 accumulator pairs would spill, so it stops at 4).
 template <class G, template <int> class K, int kMaxNC = 8>
-void gemm(int64_t k, const void* group, int nr, const void* vx, size_t xs, const int32_t* xsum, size_t xss, int nc,
-          float* y, size_t ldy) {
+void gemm(int64_t k, const void* group, int nr, const void* vx, size_t xs, const int32_t* xsum, size_t xss,
+          int nc, float* y, size_t ldy) {
   const auto* g = static_cast<const G*>(group);
   const auto* x = static_cast<const uint8_t*>(vx);
   int c = 0;
@@ -642,23 +658,15 @@ MINFER_COLS_KERNEL(KQ5_K, gemm_q5_K_cols<NC>)
 MINFER_COLS_KERNEL(KQ6_K, gemm_q6_K_cols<NC>)
 #undef MINFER_COLS_KERNEL
 
-const RepackKernels kQ8_0x8{packed_bytes<Q8x8>, pack_q8_0,
-                            gemm<Q8x8, KQ8_0>};
-const RepackKernels kQ5_0x8{packed_bytes<Q5x8>, pack_q5_0,
-                            gemm<Q5x8, KQ5_0>};
-const RepackKernels kQ4_0x8{packed_bytes<Q4x8>, pack_q4_0,
-                            gemm<Q4x8, KQ4_0>};
+const RepackKernels kQ8_0x8{packed_bytes<Q8x8>, pack_q8_0, gemm<Q8x8, KQ8_0>};
+const RepackKernels kQ5_0x8{packed_bytes<Q5x8>, pack_q5_0, gemm<Q5x8, KQ5_0>};
+const RepackKernels kQ4_0x8{packed_bytes<Q4x8>, pack_q4_0, gemm<Q4x8, KQ4_0>};
 
-const RepackKernels kQ4_Kx8{packed_bytes_q4_K, pack_q4_K,
-                            gemm<Q4Kx8, KQ4_K, 4>};
-const RepackKernels kQ5_Kx8{packed_bytes_q5_K, pack_q5_K,
-                            gemm<Q5Kx8, KQ5_K>};
-const RepackKernels kQ4_1x8{packed_bytes<Q4x8m>, pack_q4_1,
-                            gemm<Q4x8m, KQ4_1>};
-const RepackKernels kQ5_1x8{packed_bytes<Q8x8m>, pack_q5_1,
-                            gemm<Q8x8m, KQ5_1>};
-const RepackKernels kQ6_Kx8{packed_bytes_q6_K, pack_q6_K,
-                            gemm<Q6Kx8, KQ6_K>};
+const RepackKernels kQ4_Kx8{packed_bytes_q4_K, pack_q4_K, gemm<Q4Kx8, KQ4_K, 4>};
+const RepackKernels kQ5_Kx8{packed_bytes_q5_K, pack_q5_K, gemm<Q5Kx8, KQ5_K>};
+const RepackKernels kQ4_1x8{packed_bytes<Q4x8m>, pack_q4_1, gemm<Q4x8m, KQ4_1>};
+const RepackKernels kQ5_1x8{packed_bytes<Q8x8m>, pack_q5_1, gemm<Q8x8m, KQ5_1>};
+const RepackKernels kQ6_Kx8{packed_bytes_q6_K, pack_q6_K, gemm<Q6Kx8, KQ6_K>};
 
 }  // namespace
 
