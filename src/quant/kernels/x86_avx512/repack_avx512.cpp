@@ -29,15 +29,21 @@ inline float h2f(uint16_t h) {
   return _cvtsh_ss(h);
 }
 
-// Packed group block: float d[8]; then quants. Q8_0x8: 8 x 32 bytes, vector j = rows' bytes 4j..4j+3
-// (+128). Q4_0x8: 4 x 32 bytes, vector j = per row 4 bytes whose low nibbles are elements 4j..4j+3 and
-// high nibbles elements 16+4j..16+4j+3 (unsigned nibbles, offset 8).
+// 8 fp16 scales -> 8 floats (exact).
+inline __m256 load_h8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Packed group block: the 8 rows' fp16 scales, then quants.
+//   Q8_0x8: 8 x 32 bytes; vector j = each row's bytes 4j..4j+3, stored + 128.
+//   Q4_0x8: 4 x 32 bytes; vector j = each row's 4 bytes whose low nibbles are elements 4j..4j+3 and high
+//           nibbles elements 16+4j..16+4j+3 (unsigned, offset 8).
 struct Q8x8 {
-  float d[R];
+  uint16_t d[R];  // fp16 scales, as in the file (exact when widened)
   uint8_t q[8][32];
 };
 struct Q4x8 {
-  float d[R];
+  uint16_t d[R];  // fp16 scales, as in the file (exact when widened)
   uint8_t q[4][32];
 };
 
@@ -61,7 +67,7 @@ void pack_q8_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
         }
         const auto* blk =
             reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
-        o.d[r] = h2f(blk->d);
+        o.d[r] = blk->d;
         for (int j = 0; j < 8; ++j) {
           for (int t = 0; t < 4; ++t) o.q[j][4 * r + t] = static_cast<uint8_t>(blk->qs[4 * j + t] + 128);
         }
@@ -74,7 +80,7 @@ void pack_q8_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
 // byte order (bit 4r+t = row r's element), so the kernel adds 16 with one masked byte add (AVX-512BW).
 // 24 bytes per row and block, against 22 in the file.
 struct Q5x8 {
-  float d[R];
+  uint16_t d[R];      // fp16 scales, as in the file (exact when widened)
   uint32_t hmask[8];  // [lo0..lo3, hi0..hi3]
   uint8_t q[4][32];
 };
@@ -94,7 +100,7 @@ void pack_q5_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
         }
         const auto* blk =
             reinterpret_cast<const BlockQ5_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
-        o.d[r] = h2f(blk->d);
+        o.d[r] = blk->d;
         uint32_t qh;
         std::memcpy(&qh, blk->qh, 4);
         for (int j = 0; j < 4; ++j) {
@@ -116,13 +122,13 @@ void pack_q4_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
     for (int64_t b = 0; b < nb; ++b) {
       Q4x8& o = out[g * nb + b];
       std::memset(&o, 0x88, sizeof(o.q));  // padding rows: nibbles 8 = zero weights
-      for (int r = 0; r < R; ++r) o.d[r] = 0.0f;
+      for (int r = 0; r < R; ++r) o.d[r] = 0;
       for (int r = 0; r < R; ++r) {
         const int64_t row = g * R + r;
         if (row >= n) continue;
         const auto* blk =
             reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
-        o.d[r] = h2f(blk->d);
+        o.d[r] = blk->d;
         // Q4_0 byte i holds element i (low nibble) and element i+16 (high nibble): the same pairing.
         for (int j = 0; j < 4; ++j) {
           for (int t = 0; t < 4; ++t) o.q[j][4 * r + t] = blk->qs[4 * j + t];
@@ -148,7 +154,7 @@ void gemm_q8_0_cols(int64_t k, const Q8x8* grp, int nr, const uint8_t* x, size_t
     const Q8x8& g = grp[b];
     __m256i w[8];
     for (int j = 0; j < 8; ++j) w[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.q[j]));
-    const __m256 dw = _mm256_loadu_ps(g.d);
+    const __m256 dw = load_h8(g.d);
     for (int c = 0; c < NC; ++c) {
       const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
       __m256i s = _mm256_setzero_si256();
@@ -180,7 +186,7 @@ void gemm_q4_0_cols(int64_t k, const Q4x8* grp, int nr, const uint8_t* x, size_t
       lo[j] = _mm256_and_si256(v, m4);
       hi[j] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
     }
-    const __m256 dw = _mm256_loadu_ps(g.d);
+    const __m256 dw = load_h8(g.d);
     for (int c = 0; c < NC; ++c) {
       const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
       __m256i s = _mm256_setzero_si256();
@@ -203,13 +209,13 @@ void gemm_q4_0_cols(int64_t k, const Q4x8* grp, int nr, const uint8_t* x, size_t
 // Q4_1 / Q5_1 (x Q8_1): the same interleaving without an offset, plus the 8 rows' mins:
 // per block, (float)sum(q*x) * (d_w*d_x) + m_w*s_x, as the scalar reference.
 struct Q4x8m {
-  float d[R];
-  float m[R];
+  uint16_t d[R];  // fp16 scales, as in the file (exact when widened)
+  uint16_t m[R];
   uint8_t q[4][32];
 };
 struct Q8x8m {
-  float d[R];
-  float m[R];
+  uint16_t d[R];  // fp16 scales, as in the file (exact when widened)
+  uint16_t m[R];
   uint8_t q[8][32];
 };
 
@@ -225,8 +231,8 @@ void pack_q4_1(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
         if (row >= n) continue;
         const auto* blk =
             reinterpret_cast<const BlockQ4_1*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
-        o.d[r] = h2f(blk->d);
-        o.m[r] = h2f(blk->m);
+        o.d[r] = blk->d;
+        o.m[r] = blk->m;
         for (int j = 0; j < 4; ++j) std::memcpy(&o.q[j][4 * r], blk->qs + 4 * j, 4);
       }
     }
@@ -245,8 +251,8 @@ void pack_q5_1(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
         if (row >= n) continue;
         const auto* blk =
             reinterpret_cast<const BlockQ5_1*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
-        o.d[r] = h2f(blk->d);
-        o.m[r] = h2f(blk->m);
+        o.d[r] = blk->d;
+        o.m[r] = blk->m;
         uint32_t qh;
         std::memcpy(&qh, blk->qh, 4);
         for (int e = 0; e < 32; ++e) {
@@ -277,8 +283,8 @@ void gemm_min_cols(int64_t k, const G* grp, int nr, const uint8_t* x, size_t xs,
   for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const G& g = grp[b];
-    const __m256 dw = _mm256_loadu_ps(g.d);
-    const __m256 mw = _mm256_loadu_ps(g.m);
+    const __m256 dw = load_h8(g.d);
+    const __m256 mw = load_h8(g.m);
     __m256i lo[4], hi[4];
     if constexpr (sizeof(g.q) == 4 * 32) {
       for (int j = 0; j < 4; ++j) {
@@ -604,7 +610,7 @@ void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t
       lo[j] = _mm256_mask_add_epi8(lo[j], _load_mask32(const_cast<__mmask32*>(&g.hmask[j])), lo[j], b4);
       hi[j] = _mm256_mask_add_epi8(hi[j], _load_mask32(const_cast<__mmask32*>(&g.hmask[4 + j])), hi[j], b4);
     }
-    const __m256 dw = _mm256_loadu_ps(g.d);
+    const __m256 dw = load_h8(g.d);
     for (int c = 0; c < NC; ++c) {
       const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
       __m256i s = _mm256_setzero_si256();
