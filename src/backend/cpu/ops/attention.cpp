@@ -2,11 +2,14 @@
 // its own window (its sequence's cells up to its position, in position order), so a token's output is
 // bitwise the same whether it is computed in a large prefill batch, a chunk, or a one-token decode step.
 // Scores use the kernel table's dot for the cache type (q rounded to f16 for an f16 cache, quantized to
-// q8_0 for a q8_0 cache, as ggml does); V rows of the micro-batch's windows are decoded to f32 once per
-// call (an exact conversion) and accumulated with plain f32 multiply-adds.
+// q8_0 for a q8_0 cache, as ggml does). With transposed V (f32 / f16 caches) each output element is one
+// kernel dot of the probabilities (rounded to f16 for an f16 cache, as ggml's non-flash path does) with a
+// contiguous run of V cells; a window whose cells are not contiguous is gathered first, which feeds the
+// dot the same values in the same order. A q8_0 cache's V rows are decoded to f32 once per call.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "backend/cpu/ops/ops.h"
@@ -52,10 +55,10 @@ void attention(const KvLayerView& kv, const BatchView& batch, const float* q, in
   const size_t q_bytes = *row_bytes(q_type, head_dim);
   const size_t k_head_bytes = *row_bytes(kv.type, head_dim);
 
-  // The cells any window reads, each decoded once into a dense f32 slot.
-  scratch.slot_of_cell.assign(static_cast<size_t>(kv.n_cells), -1);
+  // Row-major (q8_0) V: the cells any window reads, each decoded once into a dense f32 slot.
+  scratch.slot_of_cell.assign(kv.v_trans ? 0 : static_cast<size_t>(kv.n_cells), -1);
   scratch.cells.clear();
-  for (int32_t cell : batch.window_cells) {
+  for (int32_t cell : kv.v_trans ? std::span<const int32_t>() : batch.window_cells) {
     int32_t& slot = scratch.slot_of_cell[static_cast<size_t>(cell)];
     if (slot < 0) {
       slot = static_cast<int32_t>(scratch.cells.size());
@@ -63,16 +66,20 @@ void attention(const KvLayerView& kv, const BatchView& batch, const float* q, in
     }
   }
   scratch.v.resize(scratch.cells.size() * static_cast<size_t>(kv.row_elems));
-  pool.run([&](int ith, int nth) {
+  if (!scratch.cells.empty()) pool.run([&](int ith, int nth) {
     for (size_t s = static_cast<size_t>(ith); s < scratch.cells.size(); s += static_cast<size_t>(nth)) {
       decode_v_row(kv, scratch.cells[s], scratch.v.data() + s * static_cast<size_t>(kv.row_elems));
     }
   });
 
+  const kernels::TypeKernels& vt = kernels::cpu_kernels().of(kv.type);
+  const size_t v_elem = kv.type == DType::F32 ? 4 : 2;
   const int64_t tasks = n_tokens * n_head;
   pool.run([&](int ith, int nth) {
     thread_local std::vector<float> scores;
     thread_local std::vector<uint8_t> qq;
+    thread_local std::vector<uint8_t> pv;      // probabilities in V's dot input type
+    thread_local std::vector<uint8_t> gather;  // one V row's window when its cells are not contiguous
     qq.resize(q_bytes);
     // Interleaved tasks: later tokens have longer windows, so contiguous ranges would unbalance threads.
     for (int64_t task = ith; task < tasks; task += nth) {
@@ -103,10 +110,36 @@ void attention(const KvLayerView& kv, const BatchView& batch, const float* q, in
         sum += e;
       }
       const float inv = sum > 0.0 ? static_cast<float>(1.0 / sum) : 0.0f;
+      for (int64_t j = 0; j < len; ++j) scores[static_cast<size_t>(j)] *= inv;
+      const int32_t* win = batch.window_cells.data() + w0;
+      if (kv.v_trans) {
+        if (len == 0) {
+          std::fill(oh, oh + head_dim, 0.0f);
+          continue;
+        }
+        pv.resize(static_cast<size_t>(len) * v_elem);
+        vt.from_float(scores.data(), pv.data(), len);
+        bool contiguous = true;
+        for (int64_t j = 1; j < len && contiguous; ++j) contiguous = win[j] == win[0] + j;
+        if (!contiguous) gather.resize(static_cast<size_t>(len) * v_elem);
+        for (int32_t d = 0; d < head_dim; ++d) {
+          const auto* vrow = static_cast<const uint8_t*>(kv.v) +
+                             (static_cast<size_t>(hk) * head_dim + d) * static_cast<size_t>(kv.n_cells) * v_elem;
+          const uint8_t* w = vrow + static_cast<size_t>(win[0]) * v_elem;
+          if (!contiguous) {
+            for (int64_t j = 0; j < len; ++j) {
+              std::memcpy(gather.data() + j * v_elem, vrow + static_cast<size_t>(win[j]) * v_elem, v_elem);
+            }
+            w = gather.data();
+          }
+          vt.vec_dot(len, &oh[d], w, pv.data());
+        }
+        continue;
+      }
       std::fill(oh, oh + head_dim, 0.0f);
       for (int64_t j = 0; j < len; ++j) {
-        const float p = scores[static_cast<size_t>(j)] * inv;
-        const int32_t slot = scratch.slot_of_cell[static_cast<size_t>(batch.window_cells[static_cast<size_t>(w0 + j)])];
+        const float p = scores[static_cast<size_t>(j)];
+        const int32_t slot = scratch.slot_of_cell[static_cast<size_t>(win[j])];
         const float* v = scratch.v.data() + static_cast<size_t>(slot) * static_cast<size_t>(kv.row_elems) +
                          static_cast<size_t>(hk) * static_cast<size_t>(head_dim);
         for (int32_t d = 0; d < head_dim; ++d) oh[d] += p * v[d];
