@@ -1,6 +1,7 @@
 #include "kv/kv_cache.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -129,19 +130,20 @@ void KvCache::attention_windows(std::span<const SeqId> seqs, std::span<const int
                                 std::vector<int32_t>* offsets, std::vector<int32_t>* cells) const {
   offsets->assign(1, 0);
   cells->clear();
-  // Per distinct sequence in the batch: its cells sorted by position, gathered once.
-  std::vector<std::pair<int32_t, int32_t>> by_pos;  // (pos, cell)
-  SeqId cached_seq = -1;
+  // Each sequence of the batch: its cells sorted by position, gathered once however the batch interleaves.
+  std::array<std::vector<std::pair<int32_t, int32_t>>, kMaxSequences> by_pos;  // (pos, cell)
+  uint64_t gathered = 0;
   for (size_t i = 0; i < seqs.size(); ++i) {
-    if (seqs[i] != cached_seq) {
-      cached_seq = seqs[i];
-      by_pos.clear();
+    const SeqId seq = seqs[i];
+    auto& list = by_pos[static_cast<size_t>(seq)];
+    if (!(gathered & bit(seq))) {
+      gathered |= bit(seq);
       for (size_t c = 0; c < cells_.size(); ++c) {
-        if (cells_[c].seqs & bit(cached_seq)) by_pos.emplace_back(cells_[c].pos, static_cast<int32_t>(c));
+        if (cells_[c].seqs & bit(seq)) list.emplace_back(cells_[c].pos, static_cast<int32_t>(c));
       }
-      std::sort(by_pos.begin(), by_pos.end());
+      std::sort(list.begin(), list.end());
     }
-    for (const auto& [pos, cell] : by_pos) {
+    for (const auto& [pos, cell] : list) {
       if (pos > positions[i]) break;
       cells->push_back(cell);
     }

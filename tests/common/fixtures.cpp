@@ -12,7 +12,7 @@ namespace minfer::test {
 
 std::string fixtures_dir() {
   const char* env = std::getenv("MINFER_FIXTURES_DIR");
-  std::filesystem::path p = env != nullptr ? env : "../shared/fixtures";
+  std::filesystem::path p = env != nullptr ? env : MINFER_DEFAULT_FIXTURES_DIR;
   std::error_code ec;
   if (!std::filesystem::is_directory(p, ec)) return "";
   return std::filesystem::canonical(p, ec).string();

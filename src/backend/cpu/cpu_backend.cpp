@@ -168,7 +168,7 @@ Status CpuBackend::execute(const Graph& graph, NodeId id, std::span<void* const>
         return invalid_argument("node {} ({}): {} KV heads x {} != cell width {}", id, node.name, p.n_head_kv,
                                 p.head_dim, kv.row_elems);
       }
-      cpu::attention(kv, batch, f32(0), p.n_head, p.n_head_kv, p.head_dim, p.scale, out, attention_scratch_, pool);
+      cpu::attention(kv, batch, f32(0), p.n_head, p.n_head_kv, p.head_dim, p.scale, out, pool);
       return {};
     }
   }

@@ -35,7 +35,6 @@ class CpuBackend final : public Backend {
   };
   std::unordered_map<std::string, std::unique_ptr<Entry>> weights_;
   size_t weight_heap_bytes_ = 0;
-  cpu::AttentionScratch attention_scratch_;
 };
 
 }  // namespace minfer::backend

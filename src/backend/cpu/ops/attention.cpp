@@ -5,7 +5,7 @@
 // q8_0 for a q8_0 cache, as ggml does). With transposed V (f32 / f16 caches) each output element is one
 // kernel dot of the probabilities (rounded to f16 for an f16 cache, as ggml's non-flash path does) with a
 // contiguous run of V cells; a window whose cells are not contiguous is gathered first, which feeds the
-// dot the same values in the same order. A q8_0 cache's V rows are decoded to f32 once per call.
+// dot the same values in the same order. A q8_0 cache's V is read cell by cell, one head segment at a time.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,59 +18,15 @@
 #include "quant/quant.h"
 
 namespace minfer::backend::cpu {
-namespace {
-
-// f16 -> f32 by table: exact, and much faster than bit manipulation for the V rows of a long window.
-const float* fp16_table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t i = 0; i < 65536; ++i) t[i] = fp16_to_fp32(static_cast<uint16_t>(i));
-    return t;
-  }();
-  return table.data();
-}
-
-void decode_v_row(const KvLayerView& kv, int32_t cell, float* out) {
-  const auto* row = static_cast<const uint8_t*>(kv.v) + static_cast<size_t>(cell) * kv.row_bytes;
-  switch (kv.type) {
-    case DType::F32: std::memcpy(out, row, kv.row_elems * sizeof(float)); break;
-    case DType::F16: {
-      const float* table = fp16_table();
-      const auto* h = reinterpret_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < kv.row_elems; ++i) out[i] = table[h[i]];
-      break;
-    }
-    default: quant::dequantize_row(kv.type, row, out, kv.row_elems); break;
-  }
-}
-
-}  // namespace
 
 void attention(const KvLayerView& kv, const BatchView& batch, const float* q, int32_t n_head, int32_t n_head_kv,
-               int32_t head_dim, float scale, float* out, AttentionScratch& scratch, ThreadPool& pool) {
+               int32_t head_dim, float scale, float* out, ThreadPool& pool) {
   const int64_t n_tokens = static_cast<int64_t>(batch.tokens.size());
   const int32_t group = n_head / n_head_kv;
   const kernels::TypeKernels& kt = kernels::cpu_kernels().of(kv.type);
   const DType q_type = kt.vec_dot_type;
   const size_t q_bytes = *row_bytes(q_type, head_dim);
   const size_t k_head_bytes = *row_bytes(kv.type, head_dim);
-
-  // Row-major (q8_0) V: the cells any window reads, each decoded once into a dense f32 slot.
-  scratch.slot_of_cell.assign(kv.v_trans ? 0 : static_cast<size_t>(kv.n_cells), -1);
-  scratch.cells.clear();
-  for (int32_t cell : kv.v_trans ? std::span<const int32_t>() : batch.window_cells) {
-    int32_t& slot = scratch.slot_of_cell[static_cast<size_t>(cell)];
-    if (slot < 0) {
-      slot = static_cast<int32_t>(scratch.cells.size());
-      scratch.cells.push_back(cell);
-    }
-  }
-  scratch.v.resize(scratch.cells.size() * static_cast<size_t>(kv.row_elems));
-  if (!scratch.cells.empty()) pool.run([&](int ith, int nth) {
-    for (size_t s = static_cast<size_t>(ith); s < scratch.cells.size(); s += static_cast<size_t>(nth)) {
-      decode_v_row(kv, scratch.cells[s], scratch.v.data() + s * static_cast<size_t>(kv.row_elems));
-    }
-  });
 
   const kernels::TypeKernels& vt = kernels::cpu_kernels().of(kv.type);
   const size_t v_elem = kv.type == DType::F32 ? 4 : 2;
@@ -80,6 +36,7 @@ void attention(const KvLayerView& kv, const BatchView& batch, const float* q, in
     thread_local std::vector<uint8_t> qq;
     thread_local std::vector<uint8_t> pv;      // probabilities in V's dot input type
     thread_local std::vector<uint8_t> gather;  // one V row's window when its cells are not contiguous
+    thread_local std::vector<float> vrow;      // one q8_0 V head segment
     qq.resize(q_bytes);
     // Interleaved tasks: later tokens have longer windows, so contiguous ranges would unbalance threads.
     for (int64_t task = ith; task < tasks; task += nth) {
@@ -123,12 +80,12 @@ void attention(const KvLayerView& kv, const BatchView& batch, const float* q, in
         for (int64_t j = 1; j < len && contiguous; ++j) contiguous = win[j] == win[0] + j;
         if (!contiguous) gather.resize(static_cast<size_t>(len) * v_elem);
         for (int32_t d = 0; d < head_dim; ++d) {
-          const auto* vrow = static_cast<const uint8_t*>(kv.v) +
+          const auto* vcol = static_cast<const uint8_t*>(kv.v) +
                              (static_cast<size_t>(hk) * head_dim + d) * static_cast<size_t>(kv.n_cells) * v_elem;
-          const uint8_t* w = vrow + static_cast<size_t>(win[0]) * v_elem;
+          const uint8_t* w = vcol + static_cast<size_t>(win[0]) * v_elem;
           if (!contiguous) {
             for (int64_t j = 0; j < len; ++j) {
-              std::memcpy(gather.data() + j * v_elem, vrow + static_cast<size_t>(win[j]) * v_elem, v_elem);
+              std::memcpy(gather.data() + j * v_elem, vcol + static_cast<size_t>(win[j]) * v_elem, v_elem);
             }
             w = gather.data();
           }
@@ -136,13 +93,15 @@ void attention(const KvLayerView& kv, const BatchView& batch, const float* q, in
         }
         continue;
       }
+      // q8_0 V: each cell's head segment (whole blocks) is decoded as it is used; nothing window-sized.
+      vrow.resize(static_cast<size_t>(head_dim));
       std::fill(oh, oh + head_dim, 0.0f);
       for (int64_t j = 0; j < len; ++j) {
         const float p = scores[static_cast<size_t>(j)];
-        const int32_t slot = scratch.slot_of_cell[static_cast<size_t>(win[j])];
-        const float* v = scratch.v.data() + static_cast<size_t>(slot) * static_cast<size_t>(kv.row_elems) +
-                         static_cast<size_t>(hk) * static_cast<size_t>(head_dim);
-        for (int32_t d = 0; d < head_dim; ++d) oh[d] += p * v[d];
+        const auto* row = static_cast<const uint8_t*>(kv.v) + static_cast<size_t>(win[j]) * kv.row_bytes +
+                          static_cast<size_t>(hk) * k_head_bytes;
+        quant::dequantize_row(kv.type, row, vrow.data(), head_dim);
+        for (int32_t d = 0; d < head_dim; ++d) oh[d] += p * vrow[static_cast<size_t>(d)];
       }
     }
   });

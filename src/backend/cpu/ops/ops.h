@@ -35,15 +35,9 @@ void rope_neox(const float* x, int64_t head_dim, int64_t n_head, int64_t n_token
 // Writes K/V rows (n_tokens rows of kv.row_elems floats) into cells, converting to the cache type.
 void kv_store(const KvLayerView& kv, const float* k, const float* v, const int32_t* cells, int64_t n_tokens,
               ThreadPool& pool);
-// Buffers attention reuses between calls (owned by the backend, so a decode step allocates nothing).
-struct AttentionScratch {
-  std::vector<int32_t> slot_of_cell;  // [n_cells] dense slot of a cell the windows read, or -1
-  std::vector<int32_t> cells;         // [n_slots] the cells read, in first-use order
-  std::vector<float> v;               // [n_slots][row_elems] their V rows in f32
-};
 // q: {head_dim, n_head, n_tokens} -> out: {head_dim * n_head, n_tokens}.
 void attention(const KvLayerView& kv, const BatchView& batch, const float* q, int32_t n_head, int32_t n_head_kv,
-               int32_t head_dim, float scale, float* out, AttentionScratch& scratch, ThreadPool& pool);
+               int32_t head_dim, float scale, float* out, ThreadPool& pool);
 
 // Splits [0, n) into nth nearly equal contiguous ranges; returns thread ith's range.
 inline void split_range(int64_t n, int ith, int nth, int64_t* begin, int64_t* end) {
