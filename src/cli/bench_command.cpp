@@ -30,10 +30,8 @@ Result<std::vector<int32_t>> parse_list(const std::string& text, const char* fla
   return out;
 }
 
-std::string model_type(const engine::Engine& e) {
+std::string model_type(const engine::Engine& e, uint64_t params) {
   const auto& hp = e.hparams();
-  uint64_t params = 0;
-  for (const auto& w : e.model().weights()) params += static_cast<uint64_t>(w.ne[0] * w.ne[1] * w.ne[2] * w.ne[3]);
   std::string ftype = "?";  // the type of the FFN weights names the file's quantization, as llama-bench's does
   for (const auto& w : e.model().weights()) {
     if (w.name.find("ffn_up") != std::string::npos) {
@@ -100,7 +98,7 @@ int bench_command(const Args& argv) {
     params += static_cast<uint64_t>(w.ne[0] * w.ne[1] * w.ne[2] * w.ne[3]);
   }
   const std::string isa(kernels::isa_name(kernels::detected_isa()));
-  const std::string type = model_type(e);
+  const std::string type = model_type(e, params);
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   if (output == "md") {
     fmt::print("| model | size | params | backend | isa | threads | cache | test | t/s |\n");

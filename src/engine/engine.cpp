@@ -83,9 +83,8 @@ Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, std::
   for (int32_t i = 0; i < n; ++i) {
     if (batch.logits[begin + static_cast<size_t>(i)]) out_rows_.push_back(i);
   }
-  if (out_rows_.empty()) out_rows_.push_back(n - 1);  // the graph always ends in logits; they are dropped
-  const bool wanted = std::any_of(batch.logits.begin() + static_cast<std::ptrdiff_t>(begin),
-                                  batch.logits.begin() + static_cast<std::ptrdiff_t>(end), [](uint8_t f) { return f; });
+  const bool wanted = !out_rows_.empty();
+  if (!wanted) out_rows_.push_back(n - 1);  // the graph always ends in logits; they are dropped
 
   MINFER_ASSIGN_OR_RETURN(std::vector<int32_t> cells, kv_->allocate(seqs, positions));
   kv_->attention_windows(seqs, positions, &window_offsets_, &window_cells_);

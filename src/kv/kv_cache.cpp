@@ -2,33 +2,15 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstring>
 
-#include "core/fp16.h"
+#include "backend/cpu/ops/ops.h"
 #include "quant/quant.h"
 
 namespace minfer::kv {
 namespace {
 
 uint64_t bit(SeqId s) { return uint64_t{1} << s; }
-
-// Rotates each head of one K row (row_elems floats) by `delta` positions, NEOX pairing.
-void rerope_row(float* row, const RopeParams& rope, int32_t delta) {
-  const float theta_scale = std::pow(rope.freq_base, -2.0f / static_cast<float>(rope.n_rot));
-  const int32_t half = rope.n_rot / 2;
-  for (int32_t h = 0; h < rope.n_head_kv; ++h) {
-    float* x = row + static_cast<int64_t>(h) * rope.head_dim;
-    float theta = static_cast<float>(delta);
-    for (int32_t i = 0; i < half; ++i) {
-      const float c = std::cos(theta), s = std::sin(theta);
-      const float x0 = x[i], x1 = x[i + half];
-      x[i] = x0 * c - x1 * s;
-      x[i + half] = x0 * s + x1 * c;
-      theta *= theta_scale;
-    }
-  }
-}
 
 }  // namespace
 
@@ -205,7 +187,8 @@ Status KvCache::seq_add(SeqId seq, int32_t p0, int32_t p1, int32_t delta, const 
     for (size_t cell : moved) {
       auto* bytes = static_cast<uint8_t*>(view.k) + cell * view.row_bytes;
       quant::dequantize_row(view.type, bytes, row.data(), view.row_elems);
-      rerope_row(row.data(), rope, delta);
+      backend::cpu::rope_neox_token(row.data(), rope.head_dim, rope.n_head_kv, delta, rope.n_rot, rope.freq_base,
+                                    row.data());
       if (view.type == DType::F32) {
         std::memcpy(bytes, row.data(), row.size() * sizeof(float));
       } else {

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "backend/cpu/ops/ops.h"
-#include "core/fp16.h"
 #include "quant/kernels/kernels.h"
 #include "quant/quant.h"
 

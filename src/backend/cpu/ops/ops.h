@@ -29,6 +29,10 @@ void mul(const float* a, const float* b, int64_t d, int64_t rows, bool broadcast
 void silu(const float* x, int64_t n, float* y, ThreadPool& pool);
 void swiglu(const float* g, const float* u, int64_t n, float* y, ThreadPool& pool);
 inline constexpr int32_t kMaxRopeDims = 1024;
+// One token's heads ({head_dim, n_head}) rotated to position `pos`; x may equal y. Also re-rotates cached K
+// when a sequence's positions shift (rotations compose: rotating by delta moves pos to pos + delta).
+void rope_neox_token(const float* x, int64_t head_dim, int64_t n_head, int32_t pos, int32_t n_rot, float freq_base,
+                     float* y);
 // x: {head_dim, n_head, n_tokens}; rotates the first n_rot dims of each head in NEOX pairs (i, i + n_rot/2).
 void rope_neox(const float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, const int32_t* positions,
                int32_t n_rot, float freq_base, float* y, ThreadPool& pool);
