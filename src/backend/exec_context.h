@@ -27,10 +27,8 @@ struct BatchView {
   std::span<const int32_t> window_cells;
 };
 
-// One layer's persistent K and V cells. K: n_cells rows of row_elems elements of `type` (row_bytes each).
-// V: the same, or, when v_trans, transposed: row_elems rows of n_cells elements, so that one output
-// element of attention is a single dot product over a contiguous run of cells (f32 and f16 caches;
-// a q8_0 cache keeps V by cell because its blocks run along the row).
+// One layer's persistent K and V cells: n_cells rows each of row_elems elements of `type` (row_bytes
+// per row, heads side by side), stored by cell so a cell is written, copied or re-roped as one row.
 struct KvLayerView {
   void* k = nullptr;
   void* v = nullptr;
@@ -38,7 +36,6 @@ struct KvLayerView {
   int64_t row_elems = 0;  // n_head_kv * head_dim
   int64_t n_cells = 0;
   size_t row_bytes = 0;
-  bool v_trans = false;
 };
 
 struct ExecContext {

@@ -47,7 +47,6 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvConfig& config, backend
     view.row_elems = config.row_elems;
     view.n_cells = config.n_cells;
     view.row_bytes = *row_bytes;
-    view.v_trans = config.type != DType::Q8_0;
     kv->views_.push_back(view);
     kv->buffers_.push_back(std::move(k));
     kv->buffers_.push_back(std::move(v));

@@ -4,10 +4,13 @@
 #include "quant/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/check.h"
+#include "core/fp16.h"
+#include "quant/blocks.h"
 #include "quant/kernels/kernels.h"
 #include "quant/quant.h"
 
@@ -16,6 +19,8 @@ namespace {
 
 // Rows of W kept hot while all tokens pass: 16 rows of a 4096-wide Q8_0 row are ~70 KB (L2-resident).
 constexpr int64_t kRowBlock = 16;
+// Row groups (of kernels::kRepackRows) per unit of work in the repacked GEMM.
+constexpr int64_t kUnitGroups = 4;
 
 size_t act_row_bytes(DType vdt, int64_t k) {
   return *row_bytes(vdt, k);
@@ -71,24 +76,23 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
                             MatmulScratch& scratch) {
   const kernels::TypeKernels& tk = kernels::cpu_kernels().of(w.type);
   const int64_t k = w.k, n = w.n;
-  // Q8_0 activations also get their per-block sums (the kernels remove the weights' unsigned offset with
-  // them); Q8_K carries its own bsums.
-  const bool with_sums = tk.vec_dot_type == DType::Q8_0;
-  const int64_t nb = with_sums ? k / 32 : 0;
+  // Q8_0 activations also get per-block info (offset correction, f32 scale); Q8_1 / Q8_K carry their own.
+  const bool with_info = tk.vec_dot_type == DType::Q8_0;
+  const int64_t nb = with_info ? k / 32 : 0;
   const size_t act_stride = act_row_bytes(tk.vec_dot_type, k);
   const size_t act_bytes = (act_stride * static_cast<size_t>(m) + 63) / 64 * 64;
-  auto* buf =
-      static_cast<uint8_t*>(scratch.reserve(act_bytes + static_cast<size_t>(m * nb) * sizeof(int32_t)));
-  auto* xsum = reinterpret_cast<int32_t*>(buf + act_bytes);
-  const size_t block_bytes = traits(tk.vec_dot_type).block_bytes;
+  auto* buf = static_cast<uint8_t*>(
+      scratch.reserve(act_bytes + static_cast<size_t>(m * nb) * sizeof(kernels::ActBlockInfo)));
+  auto* xinfo = reinterpret_cast<kernels::ActBlockInfo*>(buf + act_bytes);
+  const int32_t offset = w.repack->act_offset;
   auto quantize = [&](int64_t i) {
     uint8_t* row = buf + static_cast<size_t>(i) * act_stride;
     tk.from_float(x + i * k, row, k);
-    for (int64_t b = 0; b < nb; ++b) {  // BlockQ8_0: 2-byte d, then 32 quants
-      const auto* q = reinterpret_cast<const int8_t*>(row + static_cast<size_t>(b) * block_bytes + 2);
+    const auto* blocks = reinterpret_cast<const BlockQ8_0*>(row);
+    for (int64_t b = 0; b < nb; ++b) {
       int32_t s = 0;
-      for (int j = 0; j < 32; ++j) s += q[j];
-      xsum[i * nb + b] = s;
+      for (int j = 0; j < 32; ++j) s += blocks[b].qs[j];
+      xinfo[i * nb + b] = {-offset * s, fp16_to_fp32(blocks[b].d)};
     }
   };
   const int nth = pool.n_threads();
@@ -103,21 +107,28 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
   const size_t group_bytes = w.repack->packed_bytes(kernels::kRepackRows, k);
   // Tokens per pass: keep the activation chunk within ~512 KiB of L2 while a row group streams past it.
   const int64_t chunk = std::max<int64_t>(4, static_cast<int64_t>((512u << 10) / act_stride) / 4 * 4);
-  auto compute = [&](int ith, int nt) {
-    const int64_t g0 = n_groups * ith / nt, g1 = n_groups * (ith + 1) / nt;
-    for (int64_t c0 = 0; c0 < m; c0 += chunk) {
+  // Work is handed out in units of kUnitGroups row groups x one token chunk, chunk by chunk, from a shared
+  // counter: a thread that is descheduled or slower costs one unit, not a whole static share.
+  const int64_t units_per_chunk = (n_groups + kUnitGroups - 1) / kUnitGroups;
+  const int64_t n_units = units_per_chunk * ((m + chunk - 1) / chunk);
+  std::atomic<int64_t> next{0};
+  auto compute = [&](int, int) {
+    for (int64_t u = next.fetch_add(1, std::memory_order_relaxed); u < n_units;
+         u = next.fetch_add(1, std::memory_order_relaxed)) {
+      const int64_t c0 = u / units_per_chunk * chunk;
       const int nc = static_cast<int>(std::min(chunk, m - c0));
+      const int64_t g0 = u % units_per_chunk * kUnitGroups, g1 = std::min(n_groups, g0 + kUnitGroups);
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t r = g * kernels::kRepackRows;
         const int nr = static_cast<int>(std::min<int64_t>(kernels::kRepackRows, n - r));
         w.repack->gemm(k, static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(g) * group_bytes, nr,
-                       buf + static_cast<size_t>(c0) * act_stride, act_stride, xsum + c0 * nb,
+                       buf + static_cast<size_t>(c0) * act_stride, act_stride, xinfo + c0 * nb,
                        static_cast<size_t>(nb), nc, y + static_cast<size_t>(c0 * n + r),
                        static_cast<size_t>(n));
       }
     }
   };
-  if (nth == 1) {
+  if (nth == 1 || n_units == 1) {
     compute(0, 1);
   } else {
     pool.run(compute);

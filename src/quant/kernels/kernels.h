@@ -32,17 +32,45 @@ inline constexpr int kTileCols = 4;
 // one vpdpbusd with a broadcast activation word advances all 8 rows (see docs/KERNELS.md).
 inline constexpr int kRepackRows = 8;
 
+// Per Q8_0 activation block, prepared once per matmul for the repacked kernels: the correction for the
+// weights' unsigned offset (-act_offset * sum of the block's quants) and the block scale as f32.
+struct ActBlockInfo {
+  int32_t offset_sum = 0;
+  float d = 0.0f;
+};
+
 struct RepackKernels {
   // Bytes of the packed form of n rows of k elements (n rounded up to kRepackRows).
   size_t (*packed_bytes)(int64_t n, int64_t k) = nullptr;
   // Packs n rows (src rows src_row_bytes apart) into dst; padding rows are zero.
   void (*pack)(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) = nullptr;
   // For one packed row group: y[c * ldy + r] = dot(row r, x row c) for r < nr (<= kRepackRows), c < nc.
-  // x rows are vec_dot_type blocks x_stride bytes apart; xsum[c * xsum_stride + b] = sum of block b's quants.
+  // x rows are vec_dot_type blocks x_stride bytes apart; with Q8_0 activations xinfo[c * xinfo_stride + b]
+  // describes block b of row c (unused otherwise: Q8_1 and Q8_K blocks carry their own sums).
   // Float accumulation is per row, sequential over blocks, mul then add: bitwise the scalar reference.
-  void (*gemm)(int64_t k, const void* group, int nr, const void* x, size_t x_stride, const int32_t* xsum,
-               size_t xsum_stride, int nc, float* y, size_t ldy) = nullptr;
+  void (*gemm)(int64_t k, const void* group, int nr, const void* x, size_t x_stride, const ActBlockInfo* xinfo,
+               size_t xinfo_stride, int nc, float* y, size_t ldy) = nullptr;
+  // The packed quants' unsigned offset (q + act_offset) that ActBlockInfo::offset_sum removes; 0 when the
+  // kernel does not read xinfo.
+  int32_t act_offset = 0;
 };
+
+// Causal attention for one KV head: n_rows query rows (tokens x the GQA group's heads) that attend
+// prefixes of one window of cells. Row r attends cells[0 .. lens[r]) in that order; its output is a
+// function of its own q and window only (kernel_math.h), so tiling never changes a result.
+struct AttnRows {
+  int32_t head_dim = 0;
+  int32_t n_rows = 0;
+  const float* const* q = nullptr;  // [n_rows] query vectors (rounded to the cache type inside)
+  float* const* out = nullptr;      // [n_rows] outputs; a row with an empty window gets zeros
+  const int32_t* lens = nullptr;    // [n_rows]
+  const int32_t* cells = nullptr;   // [max lens] KV cells in position order
+  const uint8_t* k = nullptr;       // cell c's head segment at k + c * row_bytes (v likewise)
+  const uint8_t* v = nullptr;
+  size_t row_bytes = 0;
+  float scale = 1.0f;
+};
+using AttentionFn = void (*)(const AttnRows& a);
 
 struct TypeKernels {
   DType vec_dot_type = DType::F32;
@@ -50,11 +78,16 @@ struct TypeKernels {
   VecDotFn vec_dot = nullptr;
   GemmTileFn gemm_tile = nullptr;
   const RepackKernels* repack = nullptr;  // set where a repacked layout pays (AVX-512 VNNI)
+  AttentionFn attention = nullptr;        // KV cache element types (f32, f16)
 };
+
+// y[i] = silu(g[i]) * u[i] (kernel_math.h's silu).
+using SwigluFn = void (*)(const float* g, const float* u, int64_t n, float* y);
 
 struct CpuKernels {
   Isa isa = Isa::kGeneric;
   TypeKernels types[40];  // indexed by ggml type id; vec_dot == nullptr where unsupported
+  SwigluFn swiglu = nullptr;
   const TypeKernels& of(DType t) const { return types[static_cast<uint32_t>(t)]; }
 };
 
@@ -71,6 +104,7 @@ const CpuKernels* cpu_kernels_for(Isa isa);
 // Filled by each ISA's translation unit (declared here, defined in generic/, x86_*/, arm_neon/).
 namespace generic {
 void fill(CpuKernels& k);
+void fill_attention(CpuKernels& k);  // attention_generic.cpp (also SwiGLU)
 }
 namespace avx2 {
 void fill(CpuKernels& k);

@@ -1,15 +1,18 @@
-// Causal GQA attention over the KV cells, one (token, head) at a time. Each token reduces over exactly
-// its own window (its sequence's cells up to its position, in position order), so a token's output is
-// bitwise the same whether it is computed in a large prefill batch, a chunk, or a one-token decode step.
-// Scores use the kernel table's dot for the cache type (q rounded to f16 for an f16 cache, quantized to
-// q8_0 for a q8_0 cache, as ggml does). With transposed V (f32 / f16 caches) each output element is one
-// kernel dot of the probabilities (rounded to f16 for an f16 cache, as ggml's non-flash path does) with a
-// contiguous run of V cells; a window whose cells are not contiguous is gathered first, which feeds the
-// dot the same values in the same order. A q8_0 cache's V is read cell by cell, one head segment at a time.
+// Causal GQA attention over the KV cells. Each token reduces over exactly its own window (its
+// sequence's cells up to its position, in position order), so a token's output is bitwise the same
+// whether it is computed in a large prefill batch, a chunk, or a one-token decode step.
+//
+// f32 / f16 caches: the kernel table's tiled attention. Consecutive tokens whose windows nest (a
+// sequence's prefill) form a run; a task is a block of a run's tokens x one KV head, i.e. the block's
+// tokens times the GQA group's heads as query rows sharing one K/V stream. The kernel's result per row
+// depends only on that row (quant/kernels/attention_math.h), so blocking never changes a number.
+//
+// q8_0 cache: per (token, head), scores by the kernel dot for q8_0 (q quantized to q8_0, as ggml does),
+// softmax as ggml's (normaliser summed in double), V decoded per cell head segment.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
-#include <span>
 #include <vector>
 
 #include "backend/cpu/ops/ops.h"
@@ -17,26 +20,93 @@
 #include "quant/quant.h"
 
 namespace minfer::backend::cpu {
+namespace {
 
-void attention(const KvLayerView& kv, const BatchView& batch, const float* q, int32_t n_head, int32_t n_head_kv,
-               int32_t head_dim, float scale, float* out, ThreadPool& pool) {
+// Query rows per task: enough to amortise the K transposition and V loads over many rows.
+constexpr int32_t kRowsPerTask = 48;
+
+struct Task {
+  int64_t t0, t1;  // tokens [t0, t1) of one run
+  int32_t hk;      // KV head
+  int64_t cost;    // window length of the block's last token (its longest)
+};
+
+bool nests(const BatchView& b, int64_t a, int64_t c) {  // window(a) is a prefix of window(c)
+  const int32_t a0 = b.window_offsets[static_cast<size_t>(a)], a1 = b.window_offsets[static_cast<size_t>(a) + 1];
+  const int32_t c0 = b.window_offsets[static_cast<size_t>(c)], c1 = b.window_offsets[static_cast<size_t>(c) + 1];
+  return a1 - a0 <= c1 - c0 && std::equal(b.window_cells.begin() + a0, b.window_cells.begin() + a1,
+                                          b.window_cells.begin() + c0);
+}
+
+void attention_tiled(kernels::AttentionFn kernel, const KvLayerView& kv, const BatchView& batch, const float* q,
+                     int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale, float* out,
+                     ThreadPool& pool) {
+  const auto n_tokens = static_cast<int64_t>(batch.tokens.size());
+  const int32_t group = n_head / n_head_kv;
+  const int64_t block = std::max<int32_t>(1, kRowsPerTask / group);
+  std::vector<Task> tasks;
+  for (int64_t r0 = 0; r0 < n_tokens;) {
+    int64_t r1 = r0 + 1;
+    while (r1 < n_tokens && nests(batch, r1 - 1, r1)) ++r1;
+    for (int64_t t0 = r0; t0 < r1; t0 += block) {
+      const int64_t t1 = std::min(r1, t0 + block);
+      const int64_t cost = batch.window_offsets[static_cast<size_t>(t1)] - batch.window_offsets[static_cast<size_t>(t1) - 1];
+      for (int32_t hk = 0; hk < n_head_kv; ++hk) tasks.push_back({t0, t1, hk, cost});
+    }
+    r0 = r1;
+  }
+  // Longest windows first, handed out one at a time: threads stay balanced even when one is descheduled.
+  std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.cost > b.cost; });
+  const size_t head_bytes = kv.row_bytes / static_cast<size_t>(n_head_kv);
+  std::atomic<size_t> next{0};
+  pool.run([&](int, int) {
+    std::vector<const float*> qrows;
+    std::vector<float*> orows;
+    std::vector<int32_t> lens;
+    for (size_t i = next.fetch_add(1); i < tasks.size(); i = next.fetch_add(1)) {
+      const Task& task = tasks[i];
+      qrows.clear();
+      orows.clear();
+      lens.clear();
+      for (int64_t t = task.t0; t < task.t1; ++t) {
+        const int32_t len = batch.window_offsets[static_cast<size_t>(t) + 1] - batch.window_offsets[static_cast<size_t>(t)];
+        for (int32_t h = task.hk * group; h < (task.hk + 1) * group; ++h) {
+          const int64_t row = t * n_head + h;
+          qrows.push_back(q + row * head_dim);
+          orows.push_back(out + row * head_dim);
+          lens.push_back(len);
+        }
+      }
+      kernels::AttnRows a;
+      a.head_dim = head_dim;
+      a.n_rows = static_cast<int32_t>(qrows.size());
+      a.q = qrows.data();
+      a.out = orows.data();
+      a.lens = lens.data();
+      a.cells = batch.window_cells.data() + batch.window_offsets[static_cast<size_t>(task.t1) - 1];
+      a.k = static_cast<const uint8_t*>(kv.k) + static_cast<size_t>(task.hk) * head_bytes;
+      a.v = static_cast<const uint8_t*>(kv.v) + static_cast<size_t>(task.hk) * head_bytes;
+      a.row_bytes = kv.row_bytes;
+      a.scale = scale;
+      kernel(a);
+    }
+  });
+}
+
+void attention_q8_0(const KvLayerView& kv, const BatchView& batch, const float* q, int32_t n_head,
+                    int32_t n_head_kv, int32_t head_dim, float scale, float* out, ThreadPool& pool) {
   const int64_t n_tokens = static_cast<int64_t>(batch.tokens.size());
   const int32_t group = n_head / n_head_kv;
   const kernels::TypeKernels& kt = kernels::cpu_kernels().of(kv.type);
-  const DType q_type = kt.vec_dot_type;
-  const size_t q_bytes = *row_bytes(q_type, head_dim);
-  const size_t k_head_bytes = *row_bytes(kv.type, head_dim);
-
-  const kernels::TypeKernels& vt = kernels::cpu_kernels().of(kv.type);
-  const size_t v_elem = kv.type == DType::F32 ? 4 : 2;
+  const size_t q_bytes = *row_bytes(kt.vec_dot_type, head_dim);
+  const size_t head_bytes = *row_bytes(kv.type, head_dim);
   const int64_t tasks = n_tokens * n_head;
   pool.run([&](int ith, int nth) {
     thread_local std::vector<float> scores;
     thread_local std::vector<uint8_t> qq;
-    thread_local std::vector<uint8_t> pv;      // probabilities in V's dot input type
-    thread_local std::vector<uint8_t> gather;  // one V row's window when its cells are not contiguous
-    thread_local std::vector<float> vrow;      // one q8_0 V head segment
+    thread_local std::vector<float> vrow;  // one V head segment
     qq.resize(q_bytes);
+    vrow.resize(static_cast<size_t>(head_dim));
     // Interleaved tasks: later tokens have longer windows, so contiguous ranges would unbalance threads.
     for (int64_t task = ith; task < tasks; task += nth) {
       const int64_t t = task / n_head;
@@ -45,14 +115,14 @@ void attention(const KvLayerView& kv, const BatchView& batch, const float* q, in
       float* oh = out + task * head_dim;
       const int32_t w0 = batch.window_offsets[static_cast<size_t>(t)];
       const int64_t len = batch.window_offsets[static_cast<size_t>(t) + 1] - w0;
+      const int32_t* win = batch.window_cells.data() + w0;
       scores.resize(static_cast<size_t>(std::max<int64_t>(len, 1)));
       kt.from_float(qh, qq.data(), head_dim);
 
       float max_score = -INFINITY;
       for (int64_t j = 0; j < len; ++j) {
-        const int32_t cell = batch.window_cells[static_cast<size_t>(w0 + j)];
-        const auto* k = static_cast<const uint8_t*>(kv.k) + static_cast<size_t>(cell) * kv.row_bytes +
-                        static_cast<size_t>(hk) * k_head_bytes;
+        const auto* k = static_cast<const uint8_t*>(kv.k) + static_cast<size_t>(win[j]) * kv.row_bytes +
+                        static_cast<size_t>(hk) * head_bytes;
         float s = 0.0f;
         kt.vec_dot(head_dim, &s, k, qq.data());
         s *= scale;
@@ -66,44 +136,27 @@ void attention(const KvLayerView& kv, const BatchView& batch, const float* q, in
         sum += e;
       }
       const float inv = sum > 0.0 ? static_cast<float>(1.0 / sum) : 0.0f;
-      for (int64_t j = 0; j < len; ++j) scores[static_cast<size_t>(j)] *= inv;
-      const int32_t* win = batch.window_cells.data() + w0;
-      if (kv.v_trans) {
-        if (len == 0) {
-          std::fill(oh, oh + head_dim, 0.0f);
-          continue;
-        }
-        pv.resize(static_cast<size_t>(len) * v_elem);
-        vt.from_float(scores.data(), pv.data(), len);
-        bool contiguous = true;
-        for (int64_t j = 1; j < len && contiguous; ++j) contiguous = win[j] == win[0] + j;
-        if (!contiguous) gather.resize(static_cast<size_t>(len) * v_elem);
-        for (int32_t d = 0; d < head_dim; ++d) {
-          const auto* vcol = static_cast<const uint8_t*>(kv.v) +
-                             (static_cast<size_t>(hk) * head_dim + d) * static_cast<size_t>(kv.n_cells) * v_elem;
-          const uint8_t* w = vcol + static_cast<size_t>(win[0]) * v_elem;
-          if (!contiguous) {
-            for (int64_t j = 0; j < len; ++j) {
-              std::memcpy(gather.data() + j * v_elem, vcol + static_cast<size_t>(win[j]) * v_elem, v_elem);
-            }
-            w = gather.data();
-          }
-          vt.vec_dot(len, &oh[d], w, pv.data());
-        }
-        continue;
-      }
-      // q8_0 V: each cell's head segment (whole blocks) is decoded as it is used; nothing window-sized.
-      vrow.resize(static_cast<size_t>(head_dim));
       std::fill(oh, oh + head_dim, 0.0f);
       for (int64_t j = 0; j < len; ++j) {
-        const float p = scores[static_cast<size_t>(j)];
+        const float p = scores[static_cast<size_t>(j)] * inv;
         const auto* row = static_cast<const uint8_t*>(kv.v) + static_cast<size_t>(win[j]) * kv.row_bytes +
-                          static_cast<size_t>(hk) * k_head_bytes;
+                          static_cast<size_t>(hk) * head_bytes;
         quant::dequantize_row(kv.type, row, vrow.data(), head_dim);
         for (int32_t d = 0; d < head_dim; ++d) oh[d] += p * vrow[static_cast<size_t>(d)];
       }
     }
   });
+}
+
+}  // namespace
+
+void attention(const KvLayerView& kv, const BatchView& batch, const float* q, int32_t n_head, int32_t n_head_kv,
+               int32_t head_dim, float scale, float* out, ThreadPool& pool) {
+  if (kernels::AttentionFn tiled = kernels::cpu_kernels().of(kv.type).attention; tiled != nullptr) {
+    attention_tiled(tiled, kv, batch, q, n_head, n_head_kv, head_dim, scale, out, pool);
+  } else {
+    attention_q8_0(kv, batch, q, n_head, n_head_kv, head_dim, scale, out, pool);
+  }
 }
 
 }  // namespace minfer::backend::cpu

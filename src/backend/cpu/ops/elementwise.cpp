@@ -3,13 +3,12 @@
 #include <cstring>
 
 #include "backend/cpu/ops/ops.h"
+#include "quant/kernels/kernel_math.h"
+#include "quant/kernels/kernels.h"
 #include "quant/quant.h"
 
 namespace minfer::backend::cpu {
 namespace {
-
-// ggml's silu: x / (1 + exp(-x)) in f32.
-inline float silu_f32(float x) { return x / (1.0f + std::exp(-x)); }
 
 template <typename Op>
 void binary(const float* a, const float* b, int64_t d, int64_t rows, bool broadcast, float* y, ThreadPool& pool,
@@ -40,15 +39,18 @@ void silu(const float* x, int64_t n, float* y, ThreadPool& pool) {
   pool.run([&](int ith, int nth) {
     int64_t i0, i1;
     split_range(n, ith, nth, &i0, &i1);
-    for (int64_t i = i0; i < i1; ++i) y[i] = silu_f32(x[i]);
+    for (int64_t i = i0; i < i1; ++i) y[i] = kernels::math::silu(x[i]);
   });
 }
 
+// The kernel table's SwiGLU (silu as kernel_math.h defines it: x * sigmoid(x) via exp(-|x|)); silu()
+// above is the same function, so a graph with or without the SwiGLU fusion computes the same numbers.
 void swiglu(const float* g, const float* u, int64_t n, float* y, ThreadPool& pool) {
+  const kernels::SwigluFn fn = kernels::cpu_kernels().swiglu;
   pool.run([&](int ith, int nth) {
     int64_t i0, i1;
     split_range(n, ith, nth, &i0, &i1);
-    for (int64_t i = i0; i < i1; ++i) y[i] = silu_f32(g[i]) * u[i];
+    fn(g + i0, u + i0, i1 - i0, y + i0);
   });
 }
 

@@ -22,18 +22,6 @@ void store_row(const KvLayerView& kv, const float* src, void* base, int32_t cell
   }
 }
 
-// Transposed V: element e of cell c lives at row e, column c.
-void store_column(const KvLayerView& kv, const float* src, int32_t cell) {
-  const auto n = static_cast<size_t>(kv.n_cells);
-  if (kv.type == DType::F32) {
-    auto* dst = static_cast<float*>(kv.v) + cell;
-    for (int64_t e = 0; e < kv.row_elems; ++e) dst[static_cast<size_t>(e) * n] = src[e];
-  } else {
-    auto* dst = static_cast<uint16_t*>(kv.v) + cell;
-    for (int64_t e = 0; e < kv.row_elems; ++e) dst[static_cast<size_t>(e) * n] = fp32_to_fp16(src[e]);
-  }
-}
-
 }  // namespace
 
 void kv_store(const KvLayerView& kv, const float* k, const float* v, const int32_t* cells, int64_t n_tokens,
@@ -43,11 +31,7 @@ void kv_store(const KvLayerView& kv, const float* k, const float* v, const int32
     split_range(n_tokens, ith, nth, &t0, &t1);
     for (int64_t t = t0; t < t1; ++t) {
       store_row(kv, k + t * kv.row_elems, kv.k, cells[t]);
-      if (kv.v_trans) {
-        store_column(kv, v + t * kv.row_elems, cells[t]);
-      } else {
-        store_row(kv, v + t * kv.row_elems, kv.v, cells[t]);
-      }
+      store_row(kv, v + t * kv.row_elems, kv.v, cells[t]);
     }
   });
 }

@@ -42,6 +42,7 @@ void fill(CpuKernels& k) {
   set<ref::vec_dot_q4_K_q8_K>(k, DType::Q4_K, DType::Q8_K, ref::act_q8_K);
   set<ref::vec_dot_q5_K_q8_K>(k, DType::Q5_K, DType::Q8_K, ref::act_q8_K);
   set<ref::vec_dot_q6_K_q8_K>(k, DType::Q6_K, DType::Q8_K, ref::act_q8_K);
+  fill_attention(k);
 }
 
 }  // namespace minfer::kernels::generic

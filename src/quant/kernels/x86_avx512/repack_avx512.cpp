@@ -144,8 +144,8 @@ inline __m256i bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-template <int kOffset, int NC>
-void gemm_q8_0_cols(int64_t k, const Q8x8* grp, int nr, const uint8_t* x, size_t xs, const int32_t* xsum,
+template <int NC>
+void gemm_q8_0_cols(int64_t k, const Q8x8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo,
                     size_t xss, float* y, size_t ldy) {
   const int64_t nb = k / 32;
   __m256 acc[NC];
@@ -157,10 +157,10 @@ void gemm_q8_0_cols(int64_t k, const Q8x8* grp, int nr, const uint8_t* x, size_t
     const __m256 dw = load_h8(g.d);
     for (int c = 0; c < NC; ++c) {
       const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
-      __m256i s = _mm256_setzero_si256();
+      const ActBlockInfo& xi = xinfo[c * xss + b];
+      __m256i s = _mm256_set1_epi32(xi.offset_sum);  // starts at -offset * sum(x)
       for (int j = 0; j < 8; ++j) s = _mm256_dpbusd_epi32(s, w[j], bcast4(xb->qs + 4 * j));
-      s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset * xsum[c * xss + b]));
-      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(xb->d)));
+      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(xi.d));
       acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(_mm256_cvtepi32_ps(s), d));
     }
   }
@@ -172,7 +172,7 @@ void gemm_q8_0_cols(int64_t k, const Q8x8* grp, int nr, const uint8_t* x, size_t
 }
 
 template <int NC>
-void gemm_q4_0_cols(int64_t k, const Q4x8* grp, int nr, const uint8_t* x, size_t xs, const int32_t* xsum,
+void gemm_q4_0_cols(int64_t k, const Q4x8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo,
                     size_t xss, float* y, size_t ldy) {
   const int64_t nb = k / 32;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -189,13 +189,13 @@ void gemm_q4_0_cols(int64_t k, const Q4x8* grp, int nr, const uint8_t* x, size_t
     const __m256 dw = load_h8(g.d);
     for (int c = 0; c < NC; ++c) {
       const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
-      __m256i s = _mm256_setzero_si256();
+      const ActBlockInfo& xi = xinfo[c * xss + b];
+      __m256i s = _mm256_set1_epi32(xi.offset_sum);  // starts at -offset * sum(x)
       for (int j = 0; j < 4; ++j) {
         s = _mm256_dpbusd_epi32(s, lo[j], bcast4(xb->qs + 4 * j));
         s = _mm256_dpbusd_epi32(s, hi[j], bcast4(xb->qs + 16 + 4 * j));
       }
-      s = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * xsum[c * xss + b]));
-      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(xb->d)));
+      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(xi.d));
       acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(_mm256_cvtepi32_ps(s), d));
     }
   }
@@ -275,7 +275,7 @@ inline __m256i block_dot_q8(const uint8_t (*q)[32], const int8_t* xq) {
 }
 
 template <class G, int NC>
-void gemm_min_cols(int64_t k, const G* grp, int nr, const uint8_t* x, size_t xs, const int32_t*, size_t,
+void gemm_min_cols(int64_t k, const G* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*, size_t,
                    float* y, size_t ldy) {
   const int64_t nb = k / 32;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -318,7 +318,7 @@ void gemm_min_cols(int64_t k, const G* grp, int nr, const uint8_t* x, size_t xs,
 }
 
 // ------------------------------------------------------------------------------------------ K-quants
-// Activations are Q8_K (256 per block); xsum is unused (Q8_K carries its own bsums).
+// Activations are Q8_K (256 per block); xinfo is unused (Q8_K carries its own bsums).
 
 inline void scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   if (j < 4) {
@@ -372,7 +372,7 @@ inline __m256i load_u8x8_epi32(const uint8_t* p) {
 }
 
 template <int NC>
-void gemm_q4_K_cols(int64_t k, const Q4Kx8* grp, int nr, const uint8_t* x, size_t xs, const int32_t*, size_t,
+void gemm_q4_K_cols(int64_t k, const Q4Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*, size_t,
                     float* y, size_t ldy) {
   const int64_t nb = k / 256;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -466,7 +466,7 @@ void pack_q5_K(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
 }
 
 template <int NC>
-void gemm_q5_K_cols(int64_t k, const Q5Kx8* grp, int nr, const uint8_t* x, size_t xs, const int32_t*, size_t,
+void gemm_q5_K_cols(int64_t k, const Q5Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*, size_t,
                     float* y, size_t ldy) {
   const int64_t nb = k / 256;
   __m256 acc[NC];
@@ -553,7 +553,7 @@ void pack_q6_K(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
 }
 
 template <int NC>
-void gemm_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_t xs, const int32_t*, size_t,
+void gemm_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*, size_t,
                     float* y, size_t ldy) {
   const int64_t nb = k / 256;
   __m256 acc[NC];
@@ -593,7 +593,7 @@ void gemm_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_
 }
 
 template <int NC>
-void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t xs, const int32_t* xsum,
+void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo,
                     size_t xss, float* y, size_t ldy) {
   const int64_t nb = k / 32;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -613,13 +613,13 @@ void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t
     const __m256 dw = load_h8(g.d);
     for (int c = 0; c < NC; ++c) {
       const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
-      __m256i s = _mm256_setzero_si256();
+      const ActBlockInfo& xi = xinfo[c * xss + b];
+      __m256i s = _mm256_set1_epi32(xi.offset_sum);  // starts at -offset * sum(x)
       for (int j = 0; j < 4; ++j) {
         s = _mm256_dpbusd_epi32(s, lo[j], bcast4(xb->qs + 4 * j));
         s = _mm256_dpbusd_epi32(s, hi[j], bcast4(xb->qs + 16 + 4 * j));
       }
-      s = _mm256_sub_epi32(s, _mm256_set1_epi32(16 * xsum[c * xss + b]));
-      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(h2f(xb->d)));
+      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(xi.d));
       acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(_mm256_cvtepi32_ps(s), d));
     }
   }
@@ -633,28 +633,28 @@ void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t
 // Tokens in passes of 8, then 4, then 1: the unpacked weight block is shared by all tokens of a pass
 // (Q4_K's 16 unpacked vectors plus 8 accumulator pairs would spill, so it stops at 4).
 template <class G, template <int> class K, int kMaxNC = 8>
-void gemm(int64_t k, const void* group, int nr, const void* vx, size_t xs, const int32_t* xsum, size_t xss,
+void gemm(int64_t k, const void* group, int nr, const void* vx, size_t xs, const ActBlockInfo* xinfo, size_t xss,
           int nc, float* y, size_t ldy) {
   const auto* g = static_cast<const G*>(group);
   const auto* x = static_cast<const uint8_t*>(vx);
   int c = 0;
   if constexpr (kMaxNC >= 8) {
-    for (; c + 8 <= nc; c += 8) K<8>::run(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
+    for (; c + 8 <= nc; c += 8) K<8>::run(k, g, nr, x + c * xs, xs, xinfo + c * xss, xss, y + c * ldy, ldy);
   }
-  for (; c + 4 <= nc; c += 4) K<4>::run(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
-  for (; c < nc; ++c) K<1>::run(k, g, nr, x + c * xs, xs, xsum + c * xss, xss, y + c * ldy, ldy);
+  for (; c + 4 <= nc; c += 4) K<4>::run(k, g, nr, x + c * xs, xs, xinfo + c * xss, xss, y + c * ldy, ldy);
+  for (; c < nc; ++c) K<1>::run(k, g, nr, x + c * xs, xs, xinfo + c * xss, xss, y + c * ldy, ldy);
 }
 
 #define MINFER_COLS_KERNEL(Name, Fn)                                                                 \
   template <int NC>                                                                                  \
   struct Name {                                                                                      \
     template <class G>                                                                               \
-    static void run(int64_t k, const G* g, int nr, const uint8_t* x, size_t xs, const int32_t* xsum, \
+    static void run(int64_t k, const G* g, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo, \
                     size_t xss, float* y, size_t ldy) {                                              \
-      Fn(k, g, nr, x, xs, xsum, xss, y, ldy);                                                        \
+      Fn(k, g, nr, x, xs, xinfo, xss, y, ldy);                                                        \
     }                                                                                                \
   };
-MINFER_COLS_KERNEL(KQ8_0, (gemm_q8_0_cols<128, NC>))
+MINFER_COLS_KERNEL(KQ8_0, gemm_q8_0_cols<NC>)
 MINFER_COLS_KERNEL(KQ4_0, gemm_q4_0_cols<NC>)
 MINFER_COLS_KERNEL(KQ5_0, gemm_q5_0_cols<NC>)
 MINFER_COLS_KERNEL(KQ4_1, (gemm_min_cols<Q4x8m, NC>))
@@ -664,9 +664,9 @@ MINFER_COLS_KERNEL(KQ5_K, gemm_q5_K_cols<NC>)
 MINFER_COLS_KERNEL(KQ6_K, gemm_q6_K_cols<NC>)
 #undef MINFER_COLS_KERNEL
 
-const RepackKernels kQ8_0x8{packed_bytes<Q8x8>, pack_q8_0, gemm<Q8x8, KQ8_0>};
-const RepackKernels kQ5_0x8{packed_bytes<Q5x8>, pack_q5_0, gemm<Q5x8, KQ5_0>};
-const RepackKernels kQ4_0x8{packed_bytes<Q4x8>, pack_q4_0, gemm<Q4x8, KQ4_0>};
+const RepackKernels kQ8_0x8{packed_bytes<Q8x8>, pack_q8_0, gemm<Q8x8, KQ8_0>, 128};
+const RepackKernels kQ5_0x8{packed_bytes<Q5x8>, pack_q5_0, gemm<Q5x8, KQ5_0>, 16};
+const RepackKernels kQ4_0x8{packed_bytes<Q4x8>, pack_q4_0, gemm<Q4x8, KQ4_0>, 8};
 
 const RepackKernels kQ4_Kx8{packed_bytes_q4_K, pack_q4_K, gemm<Q4Kx8, KQ4_K, 4>};
 const RepackKernels kQ5_Kx8{packed_bytes_q5_K, pack_q5_K, gemm<Q5Kx8, KQ5_K>};
