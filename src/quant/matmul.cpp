@@ -118,13 +118,15 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
       const int64_t c0 = u / units_per_chunk * chunk;
       const int nc = static_cast<int>(std::min(chunk, m - c0));
       const int64_t g0 = u % units_per_chunk * kUnitGroups, g1 = std::min(n_groups, g0 + kUnitGroups);
-      for (int64_t g = g0; g < g1; ++g) {
+      for (int64_t g = g0; g < g1;) {
+        const bool pair = w.repack->gemm_pair != nullptr && g + 1 < g1;
+        const auto fn = pair ? w.repack->gemm_pair : w.repack->gemm;
         const int64_t r = g * kernels::kRepackRows;
-        const int nr = static_cast<int>(std::min<int64_t>(kernels::kRepackRows, n - r));
-        w.repack->gemm(k, static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(g) * group_bytes, nr,
-                       buf + static_cast<size_t>(c0) * act_stride, act_stride, xinfo + c0 * nb,
-                       static_cast<size_t>(nb), nc, y + static_cast<size_t>(c0 * n + r),
-                       static_cast<size_t>(n));
+        const int nr = static_cast<int>(std::min<int64_t>((pair ? 2 : 1) * kernels::kRepackRows, n - r));
+        fn(k, static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(g) * group_bytes, nr,
+           buf + static_cast<size_t>(c0) * act_stride, act_stride, xinfo + c0 * nb, static_cast<size_t>(nb), nc,
+           y + static_cast<size_t>(c0 * n + r), static_cast<size_t>(n));
+        g += pair ? 2 : 1;
       }
     }
   };

@@ -22,44 +22,47 @@ class MatmulTest : public ::testing::TestWithParam<DType> {};
 TEST_P(MatmulTest, EqualsVecDotForAnyThreadCountAndShape) {
   const DType t = GetParam();
   const int64_t k = traits(t).block_size == 256 ? 512 : 320;
-  const int64_t n = 37;  // not a multiple of the tile rows
-  const std::vector<uint8_t> wbytes = quantized(t, random_floats(n * k, 1), n, k);
-  const Weight w = prepare_weight(t, wbytes.data(), n, k, /*allow_repack=*/true);
-  const kernels::TypeKernels& tk = kernels::cpu_kernels().of(t);
-  for (int64_t m : {1, 2, 5, 19}) {
-    const std::vector<float> x = random_floats(m * k, 2 + static_cast<uint64_t>(m));
-    // Expected: quantize each activation row, then one vec_dot per output.
-    const size_t xs = *row_bytes(tk.vec_dot_type, k);
-    std::vector<uint8_t> xq(xs * static_cast<size_t>(m));
-    for (int64_t i = 0; i < m; ++i) tk.from_float(x.data() + i * k, xq.data() + i * xs, k);
-    // Repacked weights accumulate per row in block order like the scalar reference (bitwise); plain
-    // layouts use this ISA's vec_dot.
-    const kernels::VecDotFn dot =
-        w.repack != nullptr ? kernels::cpu_kernels_for(kernels::Isa::kGeneric)->of(t).vec_dot : tk.vec_dot;
-    std::vector<float> want(static_cast<size_t>(m * n));
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t r = 0; r < n; ++r)
-        dot(k, &want[i * n + r], wbytes.data() + r * w.row_bytes, xq.data() + i * xs);
-    }
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      MatmulScratch scratch;
-      std::vector<float> y(static_cast<size_t>(m * n), -1.0f);
-      matmul(w, x.data(), m, y.data(), pool, scratch);
-      EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float)))
-          << dtype_name(t) << " m=" << m << " threads=" << threads;
-      // Against the scalar reference dot (reordering tolerance, see kernels_test.cpp).
-      const kernels::TypeKernels& ref = kernels::cpu_kernels_for(kernels::Isa::kGeneric)->of(t);
-      std::vector<float> wd(static_cast<size_t>(k)), xd(static_cast<size_t>(k));
-      for (int64_t i = 0; i < m; i += 3) {
-        dequantize_row(tk.vec_dot_type, xq.data() + i * xs, xd.data(), k);
-        for (int64_t r = 0; r < n; r += 5) {
-          float s = 0;
-          ref.vec_dot(k, &s, wbytes.data() + r * w.row_bytes, xq.data() + i * xs);
-          dequantize_row(t, wbytes.data() + r * w.row_bytes, wd.data(), k);
-          double mag = 0;
-          for (int64_t j = 0; j < k; ++j) mag += std::fabs(static_cast<double>(wd[j]) * xd[j]);
-          EXPECT_NEAR(y[i * n + r], s, 1e-5 * mag) << dtype_name(t) << " m=" << m << " i=" << i << " r=" << r;
+  // Not multiples of the tile rows; 45 also ends in a partial pair of repacked row groups (13 rows).
+  for (const int64_t n : {37, 45}) {
+    const std::vector<uint8_t> wbytes = quantized(t, random_floats(n * k, 1), n, k);
+    const Weight w = prepare_weight(t, wbytes.data(), n, k, /*allow_repack=*/true);
+    const kernels::TypeKernels& tk = kernels::cpu_kernels().of(t);
+    for (int64_t m : {1, 2, 5, 19}) {
+      const std::vector<float> x = random_floats(m * k, 2 + static_cast<uint64_t>(m));
+      // Expected: quantize each activation row, then one vec_dot per output.
+      const size_t xs = *row_bytes(tk.vec_dot_type, k);
+      std::vector<uint8_t> xq(xs * static_cast<size_t>(m));
+      for (int64_t i = 0; i < m; ++i) tk.from_float(x.data() + i * k, xq.data() + i * xs, k);
+      // Repacked weights accumulate per row in block order like the scalar reference (bitwise); plain
+      // layouts use this ISA's vec_dot.
+      const kernels::VecDotFn dot =
+          w.repack != nullptr ? kernels::cpu_kernels_for(kernels::Isa::kGeneric)->of(t).vec_dot : tk.vec_dot;
+      std::vector<float> want(static_cast<size_t>(m * n));
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t r = 0; r < n; ++r)
+          dot(k, &want[i * n + r], wbytes.data() + r * w.row_bytes, xq.data() + i * xs);
+      }
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        MatmulScratch scratch;
+        std::vector<float> y(static_cast<size_t>(m * n), -1.0f);
+        matmul(w, x.data(), m, y.data(), pool, scratch);
+        EXPECT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float)))
+            << dtype_name(t) << " m=" << m << " threads=" << threads;
+        // Against the scalar reference dot (reordering tolerance, see kernels_test.cpp).
+        const kernels::TypeKernels& ref = kernels::cpu_kernels_for(kernels::Isa::kGeneric)->of(t);
+        std::vector<float> wd(static_cast<size_t>(k)), xd(static_cast<size_t>(k));
+        for (int64_t i = 0; i < m; i += 3) {
+          dequantize_row(tk.vec_dot_type, xq.data() + i * xs, xd.data(), k);
+          for (int64_t r = 0; r < n; r += 5) {
+            float s = 0;
+            ref.vec_dot(k, &s, wbytes.data() + r * w.row_bytes, xq.data() + i * xs);
+            dequantize_row(t, wbytes.data() + r * w.row_bytes, wd.data(), k);
+            double mag = 0;
+            for (int64_t j = 0; j < k; ++j) mag += std::fabs(static_cast<double>(wd[j]) * xd[j]);
+            EXPECT_NEAR(y[i * n + r], s, 1e-5 * mag)
+                << dtype_name(t) << " m=" << m << " i=" << i << " r=" << r;
+          }
         }
       }
     }

@@ -53,6 +53,10 @@ struct RepackKernels {
   // The packed quants' unsigned offset (q + act_offset) that ActBlockInfo::offset_sum removes; 0 when the
   // kernel does not read xinfo.
   int32_t act_offset = 0;
+  // Optional: gemm over two consecutive row groups at once (group and the one after it; nr <= 2 *
+  // kRepackRows rows), with the same per-row arithmetic.
+  void (*gemm_pair)(int64_t k, const void* group, int nr, const void* x, size_t x_stride, const ActBlockInfo* xinfo,
+                    size_t xinfo_stride, int nc, float* y, size_t ldy) = nullptr;
 };
 
 // Causal attention for one KV head: n_rows query rows (tokens x the GQA group's heads) that attend

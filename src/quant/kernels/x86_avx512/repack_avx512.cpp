@@ -9,6 +9,10 @@
 #include "quant/blocks.h"
 #include "quant/kernels/kernels.h"
 
+// GCC 12's AVX-512 intrinsic headers start some results from _mm512_undefined_*(), which its
+// -Wmaybe-uninitialized misreads once inlined; the values are fully written by the instruction.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace minfer::kernels::avx512 {
 namespace {
 
@@ -630,6 +634,219 @@ void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t
   }
 }
 
+// Two consecutive row groups at once in 512-bit registers (group g in the low half, g + 1 in the high):
+// the same operations per row as the 8-row kernels, with one instruction stream and one set of
+// activation broadcasts for 16 rows. Q8_0 and Q4_0, whose per-block work is otherwise dominated by
+// per-token scale and broadcast overhead.
+inline __m512i load_pair(const uint8_t* a, const uint8_t* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
+}
+inline __m512 load_h16(const uint16_t* a, const uint16_t* b) {
+  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  return _mm512_cvtph_ps(h);
+}
+inline __m512i bcast4z(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+inline void store_rows16(const __m512* acc, int nc, int nr, float* y, size_t ldy) {
+  alignas(64) float out[2 * R];
+  for (int c = 0; c < nc; ++c) {
+    _mm512_store_ps(out, acc[c]);
+    std::memcpy(y + c * ldy, out, static_cast<size_t>(nr) * sizeof(float));
+  }
+}
+
+template <int NC>
+void gemm16_q8_0_cols(int64_t k, const Q8x8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo,
+                      size_t xss, float* y, size_t ldy) {
+  const int64_t nb = k / 32;
+  const Q8x8* grp1 = grp + nb;
+  __m512 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i w[8];
+    for (int j = 0; j < 8; ++j) w[j] = load_pair(grp[b].q[j], grp1[b].q[j]);
+    const __m512 dw = load_h16(grp[b].d, grp1[b].d);
+    for (int c = 0; c < NC; ++c) {
+      const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
+      const ActBlockInfo& xi = xinfo[c * xss + b];
+      __m512i s = _mm512_set1_epi32(xi.offset_sum);
+      for (int j = 0; j < 8; ++j) s = _mm512_dpbusd_epi32(s, w[j], bcast4z(xb->qs + 4 * j));
+      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xi.d));
+      acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(s), d));
+    }
+  }
+  store_rows16(acc, NC, nr, y, ldy);
+}
+
+template <int NC>
+void gemm16_q4_0_cols(int64_t k, const Q4x8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo,
+                      size_t xss, float* y, size_t ldy) {
+  const int64_t nb = k / 32;
+  const Q4x8* grp1 = grp + nb;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m512i v = load_pair(grp[b].q[j], grp1[b].q[j]);
+      lo[j] = _mm512_and_si512(v, m4);
+      hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    const __m512 dw = load_h16(grp[b].d, grp1[b].d);
+    for (int c = 0; c < NC; ++c) {
+      const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
+      const ActBlockInfo& xi = xinfo[c * xss + b];
+      __m512i s = _mm512_set1_epi32(xi.offset_sum);
+      for (int j = 0; j < 4; ++j) {
+        s = _mm512_dpbusd_epi32(s, lo[j], bcast4z(xb->qs + 4 * j));
+        s = _mm512_dpbusd_epi32(s, hi[j], bcast4z(xb->qs + 16 + 4 * j));
+      }
+      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xi.d));
+      acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(s), d));
+    }
+  }
+  store_rows16(acc, NC, nr, y, ldy);
+}
+
+template <int NC>
+void gemm16_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo,
+                      size_t xss, float* y, size_t ldy) {
+  const int64_t nb = k / 32;
+  const Q5x8* grp1 = grp + nb;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i b4 = _mm512_set1_epi8(0x10);
+  __m512 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q5x8& g0 = grp[b];
+    const Q5x8& g1 = grp1[b];
+    __m512i lo[4], hi[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m512i v = load_pair(g0.q[j], g1.q[j]);
+      const __mmask64 mlo = _cvtu64_mask64(g0.hmask[j] | (static_cast<uint64_t>(g1.hmask[j]) << 32));
+      const __mmask64 mhi = _cvtu64_mask64(g0.hmask[4 + j] | (static_cast<uint64_t>(g1.hmask[4 + j]) << 32));
+      lo[j] = _mm512_and_si512(v, m4);
+      hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      lo[j] = _mm512_mask_add_epi8(lo[j], mlo, lo[j], b4);
+      hi[j] = _mm512_mask_add_epi8(hi[j], mhi, hi[j], b4);
+    }
+    const __m512 dw = load_h16(g0.d, g1.d);
+    for (int c = 0; c < NC; ++c) {
+      const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
+      const ActBlockInfo& xi = xinfo[c * xss + b];
+      __m512i s = _mm512_set1_epi32(xi.offset_sum);
+      for (int j = 0; j < 4; ++j) {
+        s = _mm512_dpbusd_epi32(s, lo[j], bcast4z(xb->qs + 4 * j));
+        s = _mm512_dpbusd_epi32(s, hi[j], bcast4z(xb->qs + 16 + 4 * j));
+      }
+      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xi.d));
+      acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(s), d));
+    }
+  }
+  store_rows16(acc, NC, nr, y, ldy);
+}
+
+inline __m512 load_f32x2(const float* a, const float* b) {  // 8 floats of each group
+  return _mm512_castpd_ps(
+      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(a))), _mm256_castps_pd(_mm256_loadu_ps(b)), 1));
+}
+inline __m128i load_8x2(const void* a, const void* b) {  // 8 bytes of each group
+  return _mm_unpacklo_epi64(_mm_loadl_epi64(static_cast<const __m128i*>(a)), _mm_loadl_epi64(static_cast<const __m128i*>(b)));
+}
+
+template <int NC>
+void gemm16_q4_K_cols(int64_t k, const Q4Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*, size_t,
+                      float* y, size_t ldy) {
+  const int64_t nb = k / 256;
+  const Q4Kx8* grp1 = grp + nb;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q4Kx8& g0 = grp[b];
+    const Q4Kx8& g1 = grp1[b];
+    const BlockQ8_K* xb[NC];
+    for (int c = 0; c < NC; ++c) xb[c] = reinterpret_cast<const BlockQ8_K*>(x + c * xs) + b;
+    __m512i sumi[NC];
+    for (int c = 0; c < NC; ++c) sumi[c] = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) {
+      __m512i lo[8], hi[8];
+      for (int t = 0; t < 8; ++t) {
+        const __m512i v = load_pair(g0.q[j][t], g1.q[j][t]);
+        lo[t] = _mm512_and_si512(v, m4);
+        hi[t] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      }
+      const __m512i s_lo = _mm512_cvtepu8_epi32(load_8x2(g0.sc[2 * j], g1.sc[2 * j]));
+      const __m512i s_hi = _mm512_cvtepu8_epi32(load_8x2(g0.sc[2 * j + 1], g1.sc[2 * j + 1]));
+      for (int c = 0; c < NC; ++c) {
+        const int8_t* xq = xb[c]->qs + 64 * j;
+        __m512i a = _mm512_setzero_si512(), h = _mm512_setzero_si512();
+        for (int t = 0; t < 8; ++t) {
+          a = _mm512_dpbusd_epi32(a, lo[t], bcast4z(xq + 4 * t));
+          h = _mm512_dpbusd_epi32(h, hi[t], bcast4z(xq + 32 + 4 * t));
+        }
+        sumi[c] = _mm512_add_epi32(sumi[c], _mm512_add_epi32(_mm512_mullo_epi32(a, s_lo), _mm512_mullo_epi32(h, s_hi)));
+      }
+    }
+    const __m512 dw = load_f32x2(g0.d, g1.d);
+    const __m512 dmw = load_f32x2(g0.dmin, g1.dmin);
+    for (int c = 0; c < NC; ++c) {
+      __m512i summ = _mm512_setzero_si512();
+      for (int j = 0; j < 8; ++j) {
+        const int32_t bs = xb[c]->bsums[2 * j] + xb[c]->bsums[2 * j + 1];
+        summ = _mm512_add_epi32(summ, _mm512_mullo_epi32(_mm512_cvtepu8_epi32(load_8x2(g0.mn[j], g1.mn[j])),
+                                                         _mm512_set1_epi32(bs)));
+      }
+      const __m512 xd = _mm512_set1_ps(xb[c]->d);
+      const __m512 t1 = _mm512_mul_ps(_mm512_mul_ps(dw, xd), _mm512_cvtepi32_ps(sumi[c]));
+      const __m512 t2 = _mm512_mul_ps(_mm512_mul_ps(dmw, xd), _mm512_cvtepi32_ps(summ));
+      acc[c] = _mm512_add_ps(acc[c], _mm512_sub_ps(t1, t2));
+    }
+  }
+  store_rows16(acc, NC, nr, y, ldy);
+}
+
+template <int NC>
+void gemm16_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*, size_t,
+                      float* y, size_t ldy) {
+  const int64_t nb = k / 256;
+  const Q6Kx8* grp1 = grp + nb;
+  __m512 acc[NC];
+  for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const Q6Kx8& g0 = grp[b];
+    const Q6Kx8& g1 = grp1[b];
+    const BlockQ8_K* xb[NC];
+    for (int c = 0; c < NC; ++c) xb[c] = reinterpret_cast<const BlockQ8_K*>(x + c * xs) + b;
+    __m512i sumi[NC];
+    for (int c = 0; c < NC; ++c) sumi[c] = _mm512_setzero_si512();
+    for (int grp16 = 0; grp16 < 16; ++grp16) {
+      __m512i w[4];
+      for (int t = 0; t < 4; ++t) w[t] = load_pair(g0.q[4 * grp16 + t], g1.q[4 * grp16 + t]);
+      const __m512i sc = _mm512_cvtepi8_epi32(load_8x2(g0.sc[grp16], g1.sc[grp16]));
+      for (int c = 0; c < NC; ++c) {
+        const int8_t* xq = xb[c]->qs + 16 * grp16;
+        __m512i a = _mm512_set1_epi32(-32 * xb[c]->bsums[grp16]);  // removes the +32 offset
+        for (int t = 0; t < 4; ++t) a = _mm512_dpbusd_epi32(a, w[t], bcast4z(xq + 4 * t));
+        sumi[c] = _mm512_add_epi32(sumi[c], _mm512_mullo_epi32(a, sc));
+      }
+    }
+    const __m512 dw = load_f32x2(g0.d, g1.d);
+    for (int c = 0; c < NC; ++c) {
+      // Reference order: (d_w * d_x) * sumi.
+      const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xb[c]->d)), _mm512_cvtepi32_ps(sumi[c]));
+      acc[c] = _mm512_add_ps(acc[c], t);
+    }
+  }
+  store_rows16(acc, NC, nr, y, ldy);
+}
+
 // Tokens in passes of 8, then 4, then 1: the unpacked weight block is shared by all tokens of a pass
 // (Q4_K's 16 unpacked vectors plus 8 accumulator pairs would spill, so it stops at 4).
 template <class G, template <int> class K, int kMaxNC = 8>
@@ -655,6 +872,11 @@ void gemm(int64_t k, const void* group, int nr, const void* vx, size_t xs, const
     }                                                                                                \
   };
 MINFER_COLS_KERNEL(KQ8_0, gemm_q8_0_cols<NC>)
+MINFER_COLS_KERNEL(KQ8_0x16, gemm16_q8_0_cols<NC>)
+MINFER_COLS_KERNEL(KQ4_0x16, gemm16_q4_0_cols<NC>)
+MINFER_COLS_KERNEL(KQ4_Kx16, gemm16_q4_K_cols<NC>)
+MINFER_COLS_KERNEL(KQ5_0x16, gemm16_q5_0_cols<NC>)
+MINFER_COLS_KERNEL(KQ6_Kx16, gemm16_q6_K_cols<NC>)
 MINFER_COLS_KERNEL(KQ4_0, gemm_q4_0_cols<NC>)
 MINFER_COLS_KERNEL(KQ5_0, gemm_q5_0_cols<NC>)
 MINFER_COLS_KERNEL(KQ4_1, (gemm_min_cols<Q4x8m, NC>))
@@ -664,15 +886,15 @@ MINFER_COLS_KERNEL(KQ5_K, gemm_q5_K_cols<NC>)
 MINFER_COLS_KERNEL(KQ6_K, gemm_q6_K_cols<NC>)
 #undef MINFER_COLS_KERNEL
 
-const RepackKernels kQ8_0x8{packed_bytes<Q8x8>, pack_q8_0, gemm<Q8x8, KQ8_0>, 128};
-const RepackKernels kQ5_0x8{packed_bytes<Q5x8>, pack_q5_0, gemm<Q5x8, KQ5_0>, 16};
-const RepackKernels kQ4_0x8{packed_bytes<Q4x8>, pack_q4_0, gemm<Q4x8, KQ4_0>, 8};
+const RepackKernels kQ8_0x8{packed_bytes<Q8x8>, pack_q8_0, gemm<Q8x8, KQ8_0>, 128, gemm<Q8x8, KQ8_0x16>};
+const RepackKernels kQ5_0x8{packed_bytes<Q5x8>, pack_q5_0, gemm<Q5x8, KQ5_0>, 16, gemm<Q5x8, KQ5_0x16>};
+const RepackKernels kQ4_0x8{packed_bytes<Q4x8>, pack_q4_0, gemm<Q4x8, KQ4_0>, 8, gemm<Q4x8, KQ4_0x16>};
 
-const RepackKernels kQ4_Kx8{packed_bytes_q4_K, pack_q4_K, gemm<Q4Kx8, KQ4_K, 4>};
+const RepackKernels kQ4_Kx8{packed_bytes_q4_K, pack_q4_K, gemm<Q4Kx8, KQ4_K, 4>, 0, gemm<Q4Kx8, KQ4_Kx16, 4>};
 const RepackKernels kQ5_Kx8{packed_bytes_q5_K, pack_q5_K, gemm<Q5Kx8, KQ5_K>};
 const RepackKernels kQ4_1x8{packed_bytes<Q4x8m>, pack_q4_1, gemm<Q4x8m, KQ4_1>};
 const RepackKernels kQ5_1x8{packed_bytes<Q8x8m>, pack_q5_1, gemm<Q8x8m, KQ5_1>};
-const RepackKernels kQ6_Kx8{packed_bytes_q6_K, pack_q6_K, gemm<Q6Kx8, KQ6_K>};
+const RepackKernels kQ6_Kx8{packed_bytes_q6_K, pack_q6_K, gemm<Q6Kx8, KQ6_K>, 0, gemm<Q6Kx8, KQ6_Kx16>};
 
 }  // namespace
 
