@@ -21,6 +21,8 @@ namespace {
 constexpr int64_t kRowBlock = 16;
 // Row groups (of kernels::kRepackRows) per unit of work in the repacked GEMM.
 constexpr int64_t kUnitGroups = 4;
+// Tokens from which the repacked GEMM uses pair kernels and dynamic work units.
+constexpr int64_t kPairMinTokens = 4;
 
 size_t act_row_bytes(DType vdt, int64_t k) {
   return *row_bytes(vdt, k);
@@ -107,34 +109,46 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
   const size_t group_bytes = w.repack->packed_bytes(kernels::kRepackRows, k);
   // Tokens per pass: keep the activation chunk within ~512 KiB of L2 while a row group streams past it.
   const int64_t chunk = std::max<int64_t>(4, static_cast<int64_t>((512u << 10) / act_stride) / 4 * 4);
-  // Work is handed out in units of kUnitGroups row groups x one token chunk, chunk by chunk, from a shared
-  // counter: a thread that is descheduled or slower costs one unit, not a whole static share.
+  // Pair kernels (two row groups per 512-bit stream) pay once a few tokens share the unpacked weights;
+  // for a GEMV they halve the streaming rate, so decode uses the 8-row kernel.
+  const bool use_pairs = w.repack->gemm_pair != nullptr && m >= kPairMinTokens;
+  auto run_groups = [&](int64_t g0, int64_t g1, int64_t c0, int nc) {
+    for (int64_t g = g0; g < g1;) {
+      const bool pair = use_pairs && g + 1 < g1;
+      const auto fn = pair ? w.repack->gemm_pair : w.repack->gemm;
+      const int64_t r = g * kernels::kRepackRows;
+      const int nr = static_cast<int>(std::min<int64_t>((pair ? 2 : 1) * kernels::kRepackRows, n - r));
+      fn(k, static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(g) * group_bytes, nr,
+         buf + static_cast<size_t>(c0) * act_stride, act_stride, xinfo + c0 * nb, static_cast<size_t>(nb), nc,
+         y + static_cast<size_t>(c0 * n + r), static_cast<size_t>(n));
+      g += pair ? 2 : 1;
+    }
+  };
+  if (nth == 1) {
+    for (int64_t c0 = 0; c0 < m; c0 += chunk) run_groups(0, n_groups, c0, static_cast<int>(std::min(chunk, m - c0)));
+    return;
+  }
+  if (m < kPairMinTokens) {
+    // Streaming a few tokens: contiguous row ranges per thread keep each thread's reads sequential (a
+    // shared counter interleaving the threads' units cost a third of the bandwidth).
+    pool.run([&](int ith, int nt) {
+      run_groups(n_groups * ith / nt, n_groups * (ith + 1) / nt, 0, static_cast<int>(m));
+    });
+    return;
+  }
+  // Prefill: units of kUnitGroups row groups x one token chunk, chunk by chunk, from a shared counter: a
+  // thread that is descheduled or slower costs one unit, not a whole static share.
   const int64_t units_per_chunk = (n_groups + kUnitGroups - 1) / kUnitGroups;
   const int64_t n_units = units_per_chunk * ((m + chunk - 1) / chunk);
   std::atomic<int64_t> next{0};
-  auto compute = [&](int, int) {
+  pool.run([&](int, int) {
     for (int64_t u = next.fetch_add(1, std::memory_order_relaxed); u < n_units;
          u = next.fetch_add(1, std::memory_order_relaxed)) {
       const int64_t c0 = u / units_per_chunk * chunk;
-      const int nc = static_cast<int>(std::min(chunk, m - c0));
-      const int64_t g0 = u % units_per_chunk * kUnitGroups, g1 = std::min(n_groups, g0 + kUnitGroups);
-      for (int64_t g = g0; g < g1;) {
-        const bool pair = w.repack->gemm_pair != nullptr && g + 1 < g1;
-        const auto fn = pair ? w.repack->gemm_pair : w.repack->gemm;
-        const int64_t r = g * kernels::kRepackRows;
-        const int nr = static_cast<int>(std::min<int64_t>((pair ? 2 : 1) * kernels::kRepackRows, n - r));
-        fn(k, static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(g) * group_bytes, nr,
-           buf + static_cast<size_t>(c0) * act_stride, act_stride, xinfo + c0 * nb, static_cast<size_t>(nb), nc,
-           y + static_cast<size_t>(c0 * n + r), static_cast<size_t>(n));
-        g += pair ? 2 : 1;
-      }
+      const int64_t g0 = u % units_per_chunk * kUnitGroups;
+      run_groups(g0, std::min(n_groups, g0 + kUnitGroups), c0, static_cast<int>(std::min(chunk, m - c0)));
     }
-  };
-  if (nth == 1 || n_units == 1) {
-    compute(0, 1);
-  } else {
-    pool.run(compute);
-  }
+  });
 }
 
 void matmul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool& pool, MatmulScratch& scratch) {

@@ -5,7 +5,7 @@
 // f32 / f16 caches: the kernel table's tiled attention. Consecutive tokens whose windows nest (a
 // sequence's prefill) form a run; a task is a block of a run's tokens x one KV head, i.e. the block's
 // tokens times the GQA group's heads as query rows sharing one K/V stream. The kernel's result per row
-// depends only on that row (quant/kernels/attention_math.h), so blocking never changes a number.
+// depends only on that row (quant/kernels/kernel_math.h), so blocking never changes a number.
 //
 // q8_0 cache: per (token, head), scores by the kernel dot for q8_0 (q quantized to q8_0, as ggml does),
 // softmax as ggml's (normaliser summed in double), V decoded per cell head segment.
