@@ -125,7 +125,8 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
     }
   };
   if (nth == 1) {
-    for (int64_t c0 = 0; c0 < m; c0 += chunk) run_groups(0, n_groups, c0, static_cast<int>(std::min(chunk, m - c0)));
+    for (int64_t c0 = 0; c0 < m; c0 += chunk)
+      run_groups(0, n_groups, c0, static_cast<int>(std::min(chunk, m - c0)));
     return;
   }
   if (m < kPairMinTokens) {

@@ -66,7 +66,8 @@ struct Problem {
     for (size_t i = cells.size() - 1; i > 0; --i) std::swap(cells[i], cells[rng.next_u64() % (i + 1)]);
     cells.resize(static_cast<size_t>(c.n_cells));
     for (int32_t r = 0; r < c.n_rows; ++r) {
-      lens.push_back(r % 7 == 3 ? 0 : static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(c.n_cells + 1)));
+      lens.push_back(
+          r % 7 == 3 ? 0 : static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(c.n_cells + 1)));
       std::vector<float> qr(static_cast<size_t>(c.head_dim));
       for (float& x : qr) x = static_cast<float>(rng.normal());
       q.push_back(std::move(qr));
@@ -99,8 +100,8 @@ struct Problem {
   }
 
   float load(const std::vector<uint8_t>& m, int32_t cell, int32_t head, int32_t d) const {
-    const size_t off = static_cast<size_t>(cell) * row_bytes + static_cast<size_t>(head * c.head_dim + d) *
-                                                                  (c.type == DType::F16 ? 2 : 4);
+    const size_t off = static_cast<size_t>(cell) * row_bytes +
+                       static_cast<size_t>(head * c.head_dim + d) * (c.type == DType::F16 ? 2 : 4);
     if (c.type == DType::F16) {
       uint16_t h;
       std::memcpy(&h, m.data() + off, 2);
@@ -113,9 +114,9 @@ struct Problem {
 };
 
 const Case kCases[] = {
-    {64, 28, 300, DType::F16}, {64, 1, 37, DType::F16},  {128, 16, 129, DType::F16}, {128, 3, 16, DType::F16},
-    {16, 5, 1, DType::F16},    {32, 13, 70, DType::F32}, {64, 7, 513, DType::F32},   {24, 4, 40, DType::F16},
-    {8, 2, 9, DType::F32},
+    {64, 28, 300, DType::F16}, {64, 1, 37, DType::F16}, {128, 16, 129, DType::F16},
+    {128, 3, 16, DType::F16},  {16, 5, 1, DType::F16},  {32, 13, 70, DType::F32},
+    {64, 7, 513, DType::F32},  {24, 4, 40, DType::F16}, {8, 2, 9, DType::F32},
 };
 
 TEST(FloatKernels, ScalarAttentionMatchesADoublePrecisionSoftmax) {

@@ -59,10 +59,11 @@ TEST_P(KernelTest, ActivationQuantizerIsBitwiseTheScalarOne) {
       x[9] = 10.0f;
     }
     const size_t rb = *row_bytes(vdt, n);
-    std::vector<uint8_t> got(rb + 1), want(rb);
-    tk.from_float(x.data(), got.data() + 1, n);  // misaligned destination
+    // Destination aligned for the blocks' scalar fields (fp16 / f32: 4 bytes) but not for vectors.
+    std::vector<uint8_t> got(rb + 4), want(rb);
+    tk.from_float(x.data(), got.data() + 4, n);
     reference().from_float(x.data(), want.data(), n);
-    EXPECT_EQ(0, std::memcmp(got.data() + 1, want.data(), rb)) << "n=" << n;
+    EXPECT_EQ(0, std::memcmp(got.data() + 4, want.data(), rb)) << "n=" << n;
   }
 }
 
@@ -75,16 +76,17 @@ TEST_P(KernelTest, DotMatchesTheScalarReference) {
   for (int64_t n : test_lengths(t)) {
     const std::vector<float> wf = random_floats(n, 100 + static_cast<uint64_t>(n));
     const std::vector<float> xf = random_floats(n, 200 + static_cast<uint64_t>(n), 3.0f);
-    const std::vector<uint8_t> w = quantized(t, wf, 1, n, /*offset=*/3);
+    // Offsets aligned for the blocks' scalar fields (4 bytes) but not for vectors.
+    const std::vector<uint8_t> w = quantized(t, wf, 1, n, /*offset=*/4);
     const DType vdt = tk.vec_dot_type;
-    std::vector<uint8_t> x(*row_bytes(vdt, n) + 5);
-    reference().from_float(xf.data(), x.data() + 5, n);
+    std::vector<uint8_t> x(*row_bytes(vdt, n) + 12);
+    reference().from_float(xf.data(), x.data() + 12, n);
     float got = 0, want = 0;
-    tk.vec_dot(n, &got, w.data() + 3, x.data() + 5);
-    reference().vec_dot(n, &want, w.data() + 3, x.data() + 5);
+    tk.vec_dot(n, &got, w.data() + 4, x.data() + 12);
+    reference().vec_dot(n, &want, w.data() + 4, x.data() + 12);
     std::vector<float> wd(static_cast<size_t>(n)), xd(static_cast<size_t>(n));
-    quant::dequantize_row(t, w.data() + 3, wd.data(), n);
-    quant::dequantize_row(vdt, x.data() + 5, xd.data(), n);
+    quant::dequantize_row(t, w.data() + 4, wd.data(), n);
+    quant::dequantize_row(vdt, x.data() + 12, xd.data(), n);
     double mag = 0;
     for (int64_t i = 0; i < n; ++i) mag += std::fabs(static_cast<double>(wd[i]) * xd[i]);
     EXPECT_NEAR(got, want, 1e-5 * mag + 1e-30) << "n=" << n;
@@ -98,8 +100,8 @@ TEST_P(KernelTest, DotMatchesTheScalarReference) {
       const size_t wb = traits(t).block_bytes;
       for (int64_t b = 0; b < n / 32; ++b) {
         uint16_t m, sx;
-        std::memcpy(&m, w.data() + 3 + b * wb + 2, 2);                         // Q4_1/Q5_1: d, m, ...
-        std::memcpy(&sx, x.data() + 5 + b * sizeof(quant::BlockQ8_1) + 2, 2);  // Q8_1: d, s, ...
+        std::memcpy(&m, w.data() + 4 + b * wb + 2, 2);                         // Q4_1/Q5_1: d, m, ...
+        std::memcpy(&sx, x.data() + 12 + b * sizeof(quant::BlockQ8_1) + 2, 2);  // Q8_1: d, s, ...
         s_rounding += std::fabs(fp16_to_fp32(m) * fp16_to_fp32(sx)) * 0x1p-11;
       }
     }
@@ -113,22 +115,23 @@ TEST_P(KernelTest, EveryTileShapeEqualsVecDotBitwise) {
   const int64_t n = traits(t).block_size == 1 ? 300 : 512;
   const std::vector<float> wf = random_floats(n * kTileRows, 5);
   const std::vector<float> xf = random_floats(n * kTileCols, 6);
-  const std::vector<uint8_t> w = quantized(t, wf, kTileRows, n, 1);
+  // Pointers aligned for the blocks' scalar fields (4 bytes) but not for vectors.
+  const std::vector<uint8_t> w = quantized(t, wf, kTileRows, n, 4);
   const DType vdt = tk.vec_dot_type;
   const size_t xs = *row_bytes(vdt, n);
   const size_t ws = *row_bytes(t, n);
-  std::vector<uint8_t> x(xs * kTileCols + 2);
-  for (int c = 0; c < kTileCols; ++c) tk.from_float(xf.data() + c * n, x.data() + 2 + c * xs, n);
+  std::vector<uint8_t> x(xs * kTileCols + 4);
+  for (int c = 0; c < kTileCols; ++c) tk.from_float(xf.data() + c * n, x.data() + 4 + c * xs, n);
   float want[kTileCols][kTileRows];
   for (int c = 0; c < kTileCols; ++c) {
     for (int r = 0; r < kTileRows; ++r)
-      tk.vec_dot(n, &want[c][r], w.data() + 1 + r * ws, x.data() + 2 + c * xs);
+      tk.vec_dot(n, &want[c][r], w.data() + 4 + r * ws, x.data() + 4 + c * xs);
   }
   for (int nr = 1; nr <= kTileRows; ++nr) {
     for (int nc = 1; nc <= kTileCols; ++nc) {
       float y[kTileCols][kTileRows + 1];
       std::memset(y, 0, sizeof(y));
-      tk.gemm_tile(n, w.data() + 1, ws, nr, x.data() + 2, xs, nc, &y[0][0], kTileRows + 1);
+      tk.gemm_tile(n, w.data() + 4, ws, nr, x.data() + 4, xs, nc, &y[0][0], kTileRows + 1);
       for (int c = 0; c < nc; ++c) {
         for (int r = 0; r < nr; ++r) {
           EXPECT_EQ(std::memcmp(&y[c][r], &want[c][r], sizeof(float)), 0)

@@ -48,15 +48,15 @@ struct RepackKernels {
   // x rows are vec_dot_type blocks x_stride bytes apart; with Q8_0 activations xinfo[c * xinfo_stride + b]
   // describes block b of row c (unused otherwise: Q8_1 and Q8_K blocks carry their own sums).
   // Float accumulation is per row, sequential over blocks, mul then add: bitwise the scalar reference.
-  void (*gemm)(int64_t k, const void* group, int nr, const void* x, size_t x_stride, const ActBlockInfo* xinfo,
-               size_t xinfo_stride, int nc, float* y, size_t ldy) = nullptr;
+  void (*gemm)(int64_t k, const void* group, int nr, const void* x, size_t x_stride,
+               const ActBlockInfo* xinfo, size_t xinfo_stride, int nc, float* y, size_t ldy) = nullptr;
   // The packed quants' unsigned offset (q + act_offset) that ActBlockInfo::offset_sum removes; 0 when the
   // kernel does not read xinfo.
   int32_t act_offset = 0;
   // Optional: gemm over two consecutive row groups at once (group and the one after it; nr <= 2 *
   // kRepackRows rows), with the same per-row arithmetic.
-  void (*gemm_pair)(int64_t k, const void* group, int nr, const void* x, size_t x_stride, const ActBlockInfo* xinfo,
-                    size_t xinfo_stride, int nc, float* y, size_t ldy) = nullptr;
+  void (*gemm_pair)(int64_t k, const void* group, int nr, const void* x, size_t x_stride,
+                    const ActBlockInfo* xinfo, size_t xinfo_stride, int nc, float* y, size_t ldy) = nullptr;
 };
 
 // Causal attention for one KV head: n_rows query rows (tokens x the GQA group's heads) that attend
@@ -109,7 +109,7 @@ const CpuKernels* cpu_kernels_for(Isa isa);
 namespace generic {
 void fill(CpuKernels& k);
 void fill_attention(CpuKernels& k);  // attention_generic.cpp (also SwiGLU)
-}
+}  // namespace generic
 namespace avx2 {
 void fill(CpuKernels& k);
 }

@@ -32,15 +32,17 @@ struct Task {
 };
 
 bool nests(const BatchView& b, int64_t a, int64_t c) {  // window(a) is a prefix of window(c)
-  const int32_t a0 = b.window_offsets[static_cast<size_t>(a)], a1 = b.window_offsets[static_cast<size_t>(a) + 1];
-  const int32_t c0 = b.window_offsets[static_cast<size_t>(c)], c1 = b.window_offsets[static_cast<size_t>(c) + 1];
-  return a1 - a0 <= c1 - c0 && std::equal(b.window_cells.begin() + a0, b.window_cells.begin() + a1,
-                                          b.window_cells.begin() + c0);
+  const int32_t a0 = b.window_offsets[static_cast<size_t>(a)],
+                a1 = b.window_offsets[static_cast<size_t>(a) + 1];
+  const int32_t c0 = b.window_offsets[static_cast<size_t>(c)],
+                c1 = b.window_offsets[static_cast<size_t>(c) + 1];
+  return a1 - a0 <= c1 - c0 &&
+         std::equal(b.window_cells.begin() + a0, b.window_cells.begin() + a1, b.window_cells.begin() + c0);
 }
 
-void attention_tiled(kernels::AttentionFn kernel, const KvLayerView& kv, const BatchView& batch, const float* q,
-                     int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale, float* out,
-                     ThreadPool& pool) {
+void attention_tiled(kernels::AttentionFn kernel, const KvLayerView& kv, const BatchView& batch,
+                     const float* q, int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
+                     float* out, ThreadPool& pool) {
   const auto n_tokens = static_cast<int64_t>(batch.tokens.size());
   const int32_t group = n_head / n_head_kv;
   const int64_t block = std::max<int32_t>(1, kRowsPerTask / group);
@@ -50,7 +52,8 @@ void attention_tiled(kernels::AttentionFn kernel, const KvLayerView& kv, const B
     while (r1 < n_tokens && nests(batch, r1 - 1, r1)) ++r1;
     for (int64_t t0 = r0; t0 < r1; t0 += block) {
       const int64_t t1 = std::min(r1, t0 + block);
-      const int64_t cost = batch.window_offsets[static_cast<size_t>(t1)] - batch.window_offsets[static_cast<size_t>(t1) - 1];
+      const int64_t cost =
+          batch.window_offsets[static_cast<size_t>(t1)] - batch.window_offsets[static_cast<size_t>(t1) - 1];
       for (int32_t hk = 0; hk < n_head_kv; ++hk) tasks.push_back({t0, t1, hk, cost});
     }
     r0 = r1;
@@ -69,7 +72,8 @@ void attention_tiled(kernels::AttentionFn kernel, const KvLayerView& kv, const B
       orows.clear();
       lens.clear();
       for (int64_t t = task.t0; t < task.t1; ++t) {
-        const int32_t len = batch.window_offsets[static_cast<size_t>(t) + 1] - batch.window_offsets[static_cast<size_t>(t)];
+        const int32_t len =
+            batch.window_offsets[static_cast<size_t>(t) + 1] - batch.window_offsets[static_cast<size_t>(t)];
         for (int32_t h = task.hk * group; h < (task.hk + 1) * group; ++h) {
           const int64_t row = t * n_head + h;
           qrows.push_back(q + row * head_dim);
@@ -150,8 +154,8 @@ void attention_q8_0(const KvLayerView& kv, const BatchView& batch, const float* 
 
 }  // namespace
 
-void attention(const KvLayerView& kv, const BatchView& batch, const float* q, int32_t n_head, int32_t n_head_kv,
-               int32_t head_dim, float scale, float* out, ThreadPool& pool) {
+void attention(const KvLayerView& kv, const BatchView& batch, const float* q, int32_t n_head,
+               int32_t n_head_kv, int32_t head_dim, float scale, float* out, ThreadPool& pool) {
   if (kernels::AttentionFn tiled = kernels::cpu_kernels().of(kv.type).attention; tiled != nullptr) {
     attention_tiled(tiled, kv, batch, q, n_head, n_head_kv, head_dim, scale, out, pool);
   } else {
