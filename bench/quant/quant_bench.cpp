@@ -103,6 +103,35 @@ void BM_Gemm(benchmark::State& state, DType t) {
                                                 benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
+// One Qwen2.5-0.5B layer's matmuls during a 512-token prefill (q, k, v, o, gate, up, down; n_embd 896,
+// n_ff 4864), in the model's proportions: what `minfer bench` pp512 spends ~85% of its time on.
+void BM_PrefillLayer(benchmark::State& state, DType t) {
+  struct Shape {
+    int64_t n, k;
+  };
+  static const Shape kShapes[] = {{896, 896}, {128, 896}, {128, 896}, {896, 896}, {4864, 896}, {4864, 896}, {896, 4864}};
+  constexpr int64_t m = 512;
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<quant::Weight> weights;
+  double flops = 0;
+  for (const Shape& s : kShapes) {
+    bytes.push_back(std::vector<uint8_t>(*minfer::row_bytes(t, s.k) * static_cast<size_t>(s.n)));
+    quant::quantize_rows(t, random_floats(s.n * s.k, 11).data(), bytes.back().data(), s.n, s.k, 2);
+    weights.push_back(quant::prepare_weight(t, bytes.back().data(), s.n, s.k, true));
+    flops += 2.0 * static_cast<double>(m * s.n * s.k);
+  }
+  const std::vector<float> x = random_floats(m * 4864, 12);
+  std::vector<float> y(static_cast<size_t>(m * 4864));
+  ThreadPool& p = pool(static_cast<int>(state.range(0)));
+  quant::MatmulScratch scratch;
+  for (auto _ : state) {
+    for (const quant::Weight& w : weights) quant::matmul(w, x.data(), m, y.data(), p, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GOPS"] =
+      benchmark::Counter(flops * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
 void BM_QuantizeActivations(benchmark::State& state, DType t) {
   const Fixture& f = fixture(t);
   const minfer::kernels::TypeKernels& tk = minfer::kernels::cpu_kernels().of(t);
@@ -177,6 +206,13 @@ void register_all() {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("quantize_act/" + name).c_str(), BM_QuantizeActivations, t);
+    if (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q5_0 || t == DType::F16) {
+      benchmark::RegisterBenchmark(("prefill_layer/" + name).c_str(), BM_PrefillLayer, t)
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   benchmark::RegisterBenchmark("probe/memory_bandwidth", BM_MemoryBandwidth)->Arg(1)->Arg(2)->UseRealTime();
   benchmark::RegisterBenchmark("probe/int8_peak_avx2", BM_Int8Peak)->Arg(0);
