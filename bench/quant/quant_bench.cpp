@@ -109,7 +109,8 @@ void BM_PrefillLayer(benchmark::State& state, DType t) {
   struct Shape {
     int64_t n, k;
   };
-  static const Shape kShapes[] = {{896, 896}, {128, 896}, {128, 896}, {896, 896}, {4864, 896}, {4864, 896}, {896, 4864}};
+  static const Shape kShapes[] = {{896, 896},  {128, 896},  {128, 896}, {896, 896},
+                                  {4864, 896}, {4864, 896}, {896, 4864}};
   constexpr int64_t m = 512;
   std::vector<std::vector<uint8_t>> bytes;
   std::vector<quant::Weight> weights;
@@ -128,8 +129,8 @@ void BM_PrefillLayer(benchmark::State& state, DType t) {
     for (const quant::Weight& w : weights) quant::matmul(w, x.data(), m, y.data(), p, scratch);
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["GOPS"] =
-      benchmark::Counter(flops * state.iterations(), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  state.counters["GOPS"] = benchmark::Counter(flops * state.iterations(), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
 }
 
 void BM_QuantizeActivations(benchmark::State& state, DType t) {

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "quant/blocks.h"
 #include "quant/kernels/kernels.h"
@@ -12,6 +13,7 @@
 // GCC 12's AVX-512 intrinsic headers start some results from _mm512_undefined_*(), which its
 // -Wmaybe-uninitialized misreads once inlined; the values are fully written by the instruction.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace minfer::kernels::avx512 {
 namespace {
@@ -149,8 +151,8 @@ inline __m256i bcast4(const int8_t* p) {
 }
 
 template <int NC>
-void gemm_q8_0_cols(int64_t k, const Q8x8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo,
-                    size_t xss, float* y, size_t ldy) {
+void gemm_q8_0_cols(int64_t k, const Q8x8* grp, int nr, const uint8_t* x, size_t xs,
+                    const ActBlockInfo* xinfo, size_t xss, float* y, size_t ldy) {
   const int64_t nb = k / 32;
   __m256 acc[NC];
   for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
@@ -176,8 +178,8 @@ void gemm_q8_0_cols(int64_t k, const Q8x8* grp, int nr, const uint8_t* x, size_t
 }
 
 template <int NC>
-void gemm_q4_0_cols(int64_t k, const Q4x8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo,
-                    size_t xss, float* y, size_t ldy) {
+void gemm_q4_0_cols(int64_t k, const Q4x8* grp, int nr, const uint8_t* x, size_t xs,
+                    const ActBlockInfo* xinfo, size_t xss, float* y, size_t ldy) {
   const int64_t nb = k / 32;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NC];
@@ -376,8 +378,8 @@ inline __m256i load_u8x8_epi32(const uint8_t* p) {
 }
 
 template <int NC>
-void gemm_q4_K_cols(int64_t k, const Q4Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*, size_t,
-                    float* y, size_t ldy) {
+void gemm_q4_K_cols(int64_t k, const Q4Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*,
+                    size_t, float* y, size_t ldy) {
   const int64_t nb = k / 256;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc[NC];
@@ -470,8 +472,8 @@ void pack_q5_K(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
 }
 
 template <int NC>
-void gemm_q5_K_cols(int64_t k, const Q5Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*, size_t,
-                    float* y, size_t ldy) {
+void gemm_q5_K_cols(int64_t k, const Q5Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*,
+                    size_t, float* y, size_t ldy) {
   const int64_t nb = k / 256;
   __m256 acc[NC];
   for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
@@ -557,8 +559,8 @@ void pack_q6_K(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void
 }
 
 template <int NC>
-void gemm_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*, size_t,
-                    float* y, size_t ldy) {
+void gemm_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*,
+                    size_t, float* y, size_t ldy) {
   const int64_t nb = k / 256;
   __m256 acc[NC];
   for (int c = 0; c < NC; ++c) acc[c] = _mm256_setzero_ps();
@@ -597,8 +599,8 @@ void gemm_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_
 }
 
 template <int NC>
-void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo,
-                    size_t xss, float* y, size_t ldy) {
+void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t xs,
+                    const ActBlockInfo* xinfo, size_t xss, float* y, size_t ldy) {
   const int64_t nb = k / 32;
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   const __m256i b4 = _mm256_set1_epi8(0x10);
@@ -635,16 +637,17 @@ void gemm_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t
 }
 
 // Two consecutive row groups at once in 512-bit registers (group g in the low half, g + 1 in the high):
-// the same operations per row as the 8-row kernels, with one instruction stream and one set of
-// activation broadcasts for 16 rows. Q8_0 and Q4_0, whose per-block work is otherwise dominated by
-// per-token scale and broadcast overhead.
+// the same operations per row as the 8-row kernels (bitwise), with one instruction stream, one set of
+// activation broadcasts and one float update for 16 rows. On Zen 4 the 8-row kernels were bound by
+// instruction issue and loads, not by vpdpbusd: Q8_0 / Q4_0 / Q5_0 / Q4_K / Q6_K, used from 4 tokens up.
 inline __m512i load_pair(const uint8_t* a, const uint8_t* b) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))),
                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
 }
 inline __m512 load_h16(const uint16_t* a, const uint16_t* b) {
-  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
-                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  const __m256i h =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
   return _mm512_cvtph_ps(h);
 }
 inline __m512i bcast4z(const int8_t* p) {
@@ -660,91 +663,55 @@ inline void store_rows16(const __m512* acc, int nc, int nr, float* y, size_t ldy
   }
 }
 
-template <int NC>
-void gemm16_q8_0_cols(int64_t k, const Q8x8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo,
-                      size_t xss, float* y, size_t ldy) {
+// Unpacks block b of two row groups into 8 vectors of unsigned quants, vector j to be multiplied with
+// the activation bytes at kQ8Offset<G>[j] (Q8_0: bytes; Q4_0/Q5_0: nibbles, plus Q5_0's 5th bits added
+// with one masked byte add per vector).
+template <class G>
+constexpr int kQ8Offset[8] = {0, 4, 8, 12, 16, 20, 24, 28};
+template <>
+constexpr int kQ8Offset<Q4x8>[8] = {0, 16, 4, 20, 8, 24, 12, 28};
+template <>
+constexpr int kQ8Offset<Q5x8>[8] = {0, 16, 4, 20, 8, 24, 12, 28};
+
+template <class G>
+__attribute__((always_inline)) inline void unpack_pair(const G& g0, const G& g1, __m512i* w) {
+  if constexpr (std::is_same_v<G, Q8x8>) {
+    for (int j = 0; j < 8; ++j) w[j] = load_pair(g0.q[j], g1.q[j]);
+  } else {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int j = 0; j < 4; ++j) {
+      const __m512i v = load_pair(g0.q[j], g1.q[j]);
+      w[2 * j] = _mm512_and_si512(v, m4);
+      w[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      if constexpr (std::is_same_v<G, Q5x8>) {
+        const __m512i b4 = _mm512_set1_epi8(0x10);
+        const __mmask64 mlo = _cvtu64_mask64(g0.hmask[j] | (static_cast<uint64_t>(g1.hmask[j]) << 32));
+        const __mmask64 mhi =
+            _cvtu64_mask64(g0.hmask[4 + j] | (static_cast<uint64_t>(g1.hmask[4 + j]) << 32));
+        w[2 * j] = _mm512_mask_add_epi8(w[2 * j], mlo, w[2 * j], b4);
+        w[2 * j + 1] = _mm512_mask_add_epi8(w[2 * j + 1], mhi, w[2 * j + 1], b4);
+      }
+    }
+  }
+}
+
+// Q8_0 / Q4_0 / Q5_0 (Q8_0 activations, ActBlockInfo): 16 rows x NC tokens.
+template <class G, int NC>
+void gemm16_q8_cols(int64_t k, const G* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo,
+                    size_t xss, float* y, size_t ldy) {
   const int64_t nb = k / 32;
-  const Q8x8* grp1 = grp + nb;
+  const G* grp1 = grp + nb;
   __m512 acc[NC];
   for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m512i w[8];
-    for (int j = 0; j < 8; ++j) w[j] = load_pair(grp[b].q[j], grp1[b].q[j]);
+    unpack_pair(grp[b], grp1[b], w);
     const __m512 dw = load_h16(grp[b].d, grp1[b].d);
     for (int c = 0; c < NC; ++c) {
       const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
       const ActBlockInfo& xi = xinfo[c * xss + b];
-      __m512i s = _mm512_set1_epi32(xi.offset_sum);
-      for (int j = 0; j < 8; ++j) s = _mm512_dpbusd_epi32(s, w[j], bcast4z(xb->qs + 4 * j));
-      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xi.d));
-      acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(s), d));
-    }
-  }
-  store_rows16(acc, NC, nr, y, ldy);
-}
-
-template <int NC>
-void gemm16_q4_0_cols(int64_t k, const Q4x8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo,
-                      size_t xss, float* y, size_t ldy) {
-  const int64_t nb = k / 32;
-  const Q4x8* grp1 = grp + nb;
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  __m512 acc[NC];
-  for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    __m512i lo[4], hi[4];
-    for (int j = 0; j < 4; ++j) {
-      const __m512i v = load_pair(grp[b].q[j], grp1[b].q[j]);
-      lo[j] = _mm512_and_si512(v, m4);
-      hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    }
-    const __m512 dw = load_h16(grp[b].d, grp1[b].d);
-    for (int c = 0; c < NC; ++c) {
-      const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
-      const ActBlockInfo& xi = xinfo[c * xss + b];
-      __m512i s = _mm512_set1_epi32(xi.offset_sum);
-      for (int j = 0; j < 4; ++j) {
-        s = _mm512_dpbusd_epi32(s, lo[j], bcast4z(xb->qs + 4 * j));
-        s = _mm512_dpbusd_epi32(s, hi[j], bcast4z(xb->qs + 16 + 4 * j));
-      }
-      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xi.d));
-      acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(s), d));
-    }
-  }
-  store_rows16(acc, NC, nr, y, ldy);
-}
-
-template <int NC>
-void gemm16_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo,
-                      size_t xss, float* y, size_t ldy) {
-  const int64_t nb = k / 32;
-  const Q5x8* grp1 = grp + nb;
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i b4 = _mm512_set1_epi8(0x10);
-  __m512 acc[NC];
-  for (int c = 0; c < NC; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const Q5x8& g0 = grp[b];
-    const Q5x8& g1 = grp1[b];
-    __m512i lo[4], hi[4];
-    for (int j = 0; j < 4; ++j) {
-      const __m512i v = load_pair(g0.q[j], g1.q[j]);
-      const __mmask64 mlo = _cvtu64_mask64(g0.hmask[j] | (static_cast<uint64_t>(g1.hmask[j]) << 32));
-      const __mmask64 mhi = _cvtu64_mask64(g0.hmask[4 + j] | (static_cast<uint64_t>(g1.hmask[4 + j]) << 32));
-      lo[j] = _mm512_and_si512(v, m4);
-      hi[j] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-      lo[j] = _mm512_mask_add_epi8(lo[j], mlo, lo[j], b4);
-      hi[j] = _mm512_mask_add_epi8(hi[j], mhi, hi[j], b4);
-    }
-    const __m512 dw = load_h16(g0.d, g1.d);
-    for (int c = 0; c < NC; ++c) {
-      const auto* xb = reinterpret_cast<const BlockQ8_0*>(x + c * xs) + b;
-      const ActBlockInfo& xi = xinfo[c * xss + b];
-      __m512i s = _mm512_set1_epi32(xi.offset_sum);
-      for (int j = 0; j < 4; ++j) {
-        s = _mm512_dpbusd_epi32(s, lo[j], bcast4z(xb->qs + 4 * j));
-        s = _mm512_dpbusd_epi32(s, hi[j], bcast4z(xb->qs + 16 + 4 * j));
-      }
+      __m512i s = _mm512_set1_epi32(xi.offset_sum);  // starts at -offset * sum(x)
+      for (int j = 0; j < 8; ++j) s = _mm512_dpbusd_epi32(s, w[j], bcast4z(xb->qs + kQ8Offset<G>[j]));
       const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xi.d));
       acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(s), d));
     }
@@ -753,16 +720,17 @@ void gemm16_q5_0_cols(int64_t k, const Q5x8* grp, int nr, const uint8_t* x, size
 }
 
 inline __m512 load_f32x2(const float* a, const float* b) {  // 8 floats of each group
-  return _mm512_castpd_ps(
-      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(a))), _mm256_castps_pd(_mm256_loadu_ps(b)), 1));
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(a))),
+                                             _mm256_castps_pd(_mm256_loadu_ps(b)), 1));
 }
 inline __m128i load_8x2(const void* a, const void* b) {  // 8 bytes of each group
-  return _mm_unpacklo_epi64(_mm_loadl_epi64(static_cast<const __m128i*>(a)), _mm_loadl_epi64(static_cast<const __m128i*>(b)));
+  return _mm_unpacklo_epi64(_mm_loadl_epi64(static_cast<const __m128i*>(a)),
+                            _mm_loadl_epi64(static_cast<const __m128i*>(b)));
 }
 
 template <int NC>
-void gemm16_q4_K_cols(int64_t k, const Q4Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*, size_t,
-                      float* y, size_t ldy) {
+void gemm16_q4_K_cols(int64_t k, const Q4Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*,
+                      size_t, float* y, size_t ldy) {
   const int64_t nb = k / 256;
   const Q4Kx8* grp1 = grp + nb;
   const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -791,7 +759,8 @@ void gemm16_q4_K_cols(int64_t k, const Q4Kx8* grp, int nr, const uint8_t* x, siz
           a = _mm512_dpbusd_epi32(a, lo[t], bcast4z(xq + 4 * t));
           h = _mm512_dpbusd_epi32(h, hi[t], bcast4z(xq + 32 + 4 * t));
         }
-        sumi[c] = _mm512_add_epi32(sumi[c], _mm512_add_epi32(_mm512_mullo_epi32(a, s_lo), _mm512_mullo_epi32(h, s_hi)));
+        sumi[c] = _mm512_add_epi32(
+            sumi[c], _mm512_add_epi32(_mm512_mullo_epi32(a, s_lo), _mm512_mullo_epi32(h, s_hi)));
       }
     }
     const __m512 dw = load_f32x2(g0.d, g1.d);
@@ -813,8 +782,8 @@ void gemm16_q4_K_cols(int64_t k, const Q4Kx8* grp, int nr, const uint8_t* x, siz
 }
 
 template <int NC>
-void gemm16_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*, size_t,
-                      float* y, size_t ldy) {
+void gemm16_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*,
+                      size_t, float* y, size_t ldy) {
   const int64_t nb = k / 256;
   const Q6Kx8* grp1 = grp + nb;
   __m512 acc[NC];
@@ -840,7 +809,8 @@ void gemm16_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, siz
     const __m512 dw = load_f32x2(g0.d, g1.d);
     for (int c = 0; c < NC; ++c) {
       // Reference order: (d_w * d_x) * sumi.
-      const __m512 t = _mm512_mul_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xb[c]->d)), _mm512_cvtepi32_ps(sumi[c]));
+      const __m512 t =
+          _mm512_mul_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xb[c]->d)), _mm512_cvtepi32_ps(sumi[c]));
       acc[c] = _mm512_add_ps(acc[c], t);
     }
   }
@@ -850,8 +820,8 @@ void gemm16_q6_K_cols(int64_t k, const Q6Kx8* grp, int nr, const uint8_t* x, siz
 // Tokens in passes of 8, then 4, then 1: the unpacked weight block is shared by all tokens of a pass
 // (Q4_K's 16 unpacked vectors plus 8 accumulator pairs would spill, so it stops at 4).
 template <class G, template <int> class K, int kMaxNC = 8>
-void gemm(int64_t k, const void* group, int nr, const void* vx, size_t xs, const ActBlockInfo* xinfo, size_t xss,
-          int nc, float* y, size_t ldy) {
+void gemm(int64_t k, const void* group, int nr, const void* vx, size_t xs, const ActBlockInfo* xinfo,
+          size_t xss, int nc, float* y, size_t ldy) {
   const auto* g = static_cast<const G*>(group);
   const auto* x = static_cast<const uint8_t*>(vx);
   int c = 0;
@@ -862,20 +832,20 @@ void gemm(int64_t k, const void* group, int nr, const void* vx, size_t xs, const
   for (; c < nc; ++c) K<1>::run(k, g, nr, x + c * xs, xs, xinfo + c * xss, xss, y + c * ldy, ldy);
 }
 
-#define MINFER_COLS_KERNEL(Name, Fn)                                                                 \
-  template <int NC>                                                                                  \
-  struct Name {                                                                                      \
-    template <class G>                                                                               \
+#define MINFER_COLS_KERNEL(Name, Fn)                                                                       \
+  template <int NC>                                                                                        \
+  struct Name {                                                                                            \
+    template <class G>                                                                                     \
     static void run(int64_t k, const G* g, int nr, const uint8_t* x, size_t xs, const ActBlockInfo* xinfo, \
-                    size_t xss, float* y, size_t ldy) {                                              \
-      Fn(k, g, nr, x, xs, xinfo, xss, y, ldy);                                                        \
-    }                                                                                                \
+                    size_t xss, float* y, size_t ldy) {                                                    \
+      Fn(k, g, nr, x, xs, xinfo, xss, y, ldy);                                                             \
+    }                                                                                                      \
   };
 MINFER_COLS_KERNEL(KQ8_0, gemm_q8_0_cols<NC>)
-MINFER_COLS_KERNEL(KQ8_0x16, gemm16_q8_0_cols<NC>)
-MINFER_COLS_KERNEL(KQ4_0x16, gemm16_q4_0_cols<NC>)
+MINFER_COLS_KERNEL(KQ8_0x16, (gemm16_q8_cols<Q8x8, NC>))
+MINFER_COLS_KERNEL(KQ4_0x16, (gemm16_q8_cols<Q4x8, NC>))
 MINFER_COLS_KERNEL(KQ4_Kx16, gemm16_q4_K_cols<NC>)
-MINFER_COLS_KERNEL(KQ5_0x16, gemm16_q5_0_cols<NC>)
+MINFER_COLS_KERNEL(KQ5_0x16, (gemm16_q8_cols<Q5x8, NC>))
 MINFER_COLS_KERNEL(KQ6_Kx16, gemm16_q6_K_cols<NC>)
 MINFER_COLS_KERNEL(KQ4_0, gemm_q4_0_cols<NC>)
 MINFER_COLS_KERNEL(KQ5_0, gemm_q5_0_cols<NC>)
