@@ -2,6 +2,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -19,6 +20,19 @@ namespace {
 // ~20-50 us of spinning: covers the gap between consecutive ops of one forward pass without burning a
 // core while the engine is idle.
 constexpr int kSpinIterations = 20000;
+// Past the first spins, yield the core every so often: when another process holds a core, a spinning
+// thread otherwise burns its time slice while the thread it waits for cannot run (decode fell 6-8x with
+// one busy process on a 2-core machine).
+constexpr int kSpinBeforeYield = 1000;
+constexpr int kYieldEvery = 64;
+
+inline void spin_pause(int spin) {
+  if (spin >= kSpinBeforeYield && spin % kYieldEvery == 0) {
+    std::this_thread::yield();
+  } else {
+    MINFER_CPU_RELAX();
+  }
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -46,7 +60,7 @@ void ThreadPool::run_impl(Task task, void* ctx) {
   task(ctx, 0, n_threads_);
   for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
     if (spin < kSpinIterations) {
-      MINFER_CPU_RELAX();
+      spin_pause(spin);
     } else {
       const int left = pending_.load(std::memory_order_acquire);
       if (left != 0) pending_.wait(left, std::memory_order_acquire);
@@ -62,7 +76,7 @@ void ThreadPool::worker_loop(int ith) {
     uint32_t now = generation_.load(std::memory_order_acquire);
     for (int spin = 0; now == seen; ++spin) {
       if (spin < kSpinIterations) {
-        MINFER_CPU_RELAX();
+        spin_pause(spin);
       } else {
         generation_.wait(seen, std::memory_order_acquire);
       }
