@@ -61,7 +61,7 @@ Weight prepare_weight(DType t, const void* data, int64_t n, int64_t k, bool allo
   w.data = data;
   w.row_bytes = *row_bytes(t, k);
   const kernels::RepackKernels* rp = kernels::cpu_kernels().of(t).repack;
-  if (allow_repack && rp != nullptr) {
+  if (allow_repack && rp != nullptr && k % rp->k_multiple == 0) {
     const size_t bytes = rp->packed_bytes(n, k);
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     MINFER_CHECK(p != nullptr, "prepare_weight: out of memory repacking {} bytes", bytes);

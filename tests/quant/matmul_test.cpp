@@ -33,10 +33,11 @@ TEST_P(MatmulTest, EqualsVecDotForAnyThreadCountAndShape) {
       const size_t xs = *row_bytes(tk.vec_dot_type, k);
       std::vector<uint8_t> xq(xs * static_cast<size_t>(m));
       for (int64_t i = 0; i < m; ++i) tk.from_float(x.data() + i * k, xq.data() + i * xs, k);
-      // Repacked weights accumulate per row in block order like the scalar reference (bitwise); plain
-      // layouts use this ISA's vec_dot.
+      // Repacked quantized weights accumulate per row in block order like the scalar reference (bitwise);
+      // plain layouts and repacked F16/BF16 use this ISA's vec_dot.
+      const bool quantized_repack = w.repack != nullptr && traits(t).block_size > 1;
       const kernels::VecDotFn dot =
-          w.repack != nullptr ? kernels::cpu_kernels_for(kernels::Isa::kGeneric)->of(t).vec_dot : tk.vec_dot;
+          quantized_repack ? kernels::cpu_kernels_for(kernels::Isa::kGeneric)->of(t).vec_dot : tk.vec_dot;
       std::vector<float> want(static_cast<size_t>(m * n));
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t r = 0; r < n; ++r)

@@ -28,8 +28,8 @@ inline constexpr int kTileRows = 4;
 inline constexpr int kTileCols = 4;
 
 // One token against up to kGemvRows rows: y[r] = dot(w row r, x) for r < nr, with vec_dot's arithmetic.
-// Where set (float types at the AVX-512 level), decode streams 8 rows at once: more independent
-// accumulator chains and more bytes in flight than a 4-row tile.
+// Where set (F32 at the AVX-512 level), decode streams 8 rows at once: more independent accumulator
+// chains and more bytes in flight than a 4-row tile.
 using GemvFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, const void* x, float* y);
 inline constexpr int kGemvRows = 8;
 
@@ -63,6 +63,8 @@ struct RepackKernels {
   // kRepackRows rows), with the same per-row arithmetic.
   void (*gemm_pair)(int64_t k, const void* group, int nr, const void* x, size_t x_stride,
                     const ActBlockInfo* xinfo, size_t xinfo_stride, int nc, float* y, size_t ldy) = nullptr;
+  // Rows whose length k is not a multiple of this keep the plain layout.
+  int32_t k_multiple = 1;
 };
 
 // Causal attention for one KV head: n_rows query rows (tokens x the GQA group's heads) that attend
