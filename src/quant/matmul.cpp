@@ -185,23 +185,6 @@ void matmul(const Weight& w, const float* x, int64_t m, float* y, ThreadPool& po
   // 2. Output tiles. Rows are split into contiguous per-thread ranges aligned to kTileRows.
   const auto* wbytes = static_cast<const uint8_t*>(w.data);
   const auto* abytes = static_cast<const uint8_t*>(act);
-  if (m == 1 && tk.gemv != nullptr) {
-    auto gemv = [&](int ith, int nt) {
-      const int64_t n_groups = (n + kernels::kGemvRows - 1) / kernels::kGemvRows;
-      const int64_t r0 = n_groups * ith / nt * kernels::kGemvRows;
-      const int64_t r1 = std::min(n, n_groups * (ith + 1) / nt * kernels::kGemvRows);
-      for (int64_t r = r0; r < r1; r += kernels::kGemvRows) {
-        const int nr = static_cast<int>(std::min<int64_t>(kernels::kGemvRows, r1 - r));
-        tk.gemv(k, wbytes + static_cast<size_t>(r) * w.row_bytes, w.row_bytes, nr, abytes, y + r);
-      }
-    };
-    if (nth == 1) {
-      gemv(0, 1);
-    } else {
-      pool.run(gemv);
-    }
-    return;
-  }
   const size_t ldy = static_cast<size_t>(n);
   auto compute = [&](int ith, int nt) {
     const int64_t n_tiles = (n + kernels::kTileRows - 1) / kernels::kTileRows;

@@ -34,7 +34,7 @@ TEST_P(MatmulTest, EqualsVecDotForAnyThreadCountAndShape) {
       std::vector<uint8_t> xq(xs * static_cast<size_t>(m));
       for (int64_t i = 0; i < m; ++i) tk.from_float(x.data() + i * k, xq.data() + i * xs, k);
       // Repacked quantized weights accumulate per row in block order like the scalar reference (bitwise);
-      // plain layouts and repacked F16/BF16 use this ISA's vec_dot.
+      // plain layouts and repacked float types use this ISA's vec_dot.
       const bool quantized_repack = w.repack != nullptr && traits(t).block_size > 1;
       const kernels::VecDotFn dot =
           quantized_repack ? kernels::cpu_kernels_for(kernels::Isa::kGeneric)->of(t).vec_dot : tk.vec_dot;

@@ -27,12 +27,6 @@ using GemmTileFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, c
 inline constexpr int kTileRows = 4;
 inline constexpr int kTileCols = 4;
 
-// One token against up to kGemvRows rows: y[r] = dot(w row r, x) for r < nr, with vec_dot's arithmetic.
-// Where set (F32 at the AVX-512 level), decode streams 8 rows at once: more independent accumulator
-// chains and more bytes in flight than a 4-row tile.
-using GemvFn = void (*)(int64_t n, const void* w, size_t w_stride, int nr, const void* x, float* y);
-inline constexpr int kGemvRows = 8;
-
 // Load-time repacking into a row-interleaved layout: groups of kRepackRows weight rows, each block
 // stored as kRepackRows rows' unsigned quants interleaved in 4-byte groups plus their scales as f32, so
 // one vpdpbusd with a broadcast activation word advances all 8 rows (see docs/KERNELS.md).
@@ -89,8 +83,7 @@ struct TypeKernels {
   FromFloatFn from_float = nullptr;  // f32 -> vec_dot_type (runtime activation quantizer)
   VecDotFn vec_dot = nullptr;
   GemmTileFn gemm_tile = nullptr;
-  GemvFn gemv = nullptr;                  // optional
-  const RepackKernels* repack = nullptr;  // set where a repacked layout pays (AVX-512 VNNI)
+  const RepackKernels* repack = nullptr;  // set where a repacked layout pays (AVX-512 level)
   AttentionFn attention = nullptr;        // KV cache element types (f32, f16)
 };
 
