@@ -31,13 +31,17 @@ struct Task {
   int64_t cost;    // window length of the block's last token (its longest)
 };
 
+// Token t's window: window_len(b, t) cells starting at window(b, t).
+const int32_t* window(const BatchView& b, int64_t t) {
+  return b.window_cells.data() + b.window_offsets[static_cast<size_t>(t)];
+}
+int32_t window_len(const BatchView& b, int64_t t) {
+  return b.window_offsets[static_cast<size_t>(t) + 1] - b.window_offsets[static_cast<size_t>(t)];
+}
+
 bool nests(const BatchView& b, int64_t a, int64_t c) {  // window(a) is a prefix of window(c)
-  const int32_t a0 = b.window_offsets[static_cast<size_t>(a)],
-                a1 = b.window_offsets[static_cast<size_t>(a) + 1];
-  const int32_t c0 = b.window_offsets[static_cast<size_t>(c)],
-                c1 = b.window_offsets[static_cast<size_t>(c) + 1];
-  return a1 - a0 <= c1 - c0 &&
-         std::equal(b.window_cells.begin() + a0, b.window_cells.begin() + a1, b.window_cells.begin() + c0);
+  return window_len(b, a) <= window_len(b, c) &&
+         std::equal(window(b, a), window(b, a) + window_len(b, a), window(b, c));
 }
 
 void attention_tiled(kernels::AttentionFn kernel, const KvLayerView& kv, const BatchView& batch,
@@ -52,9 +56,7 @@ void attention_tiled(kernels::AttentionFn kernel, const KvLayerView& kv, const B
     while (r1 < n_tokens && nests(batch, r1 - 1, r1)) ++r1;
     for (int64_t t0 = r0; t0 < r1; t0 += block) {
       const int64_t t1 = std::min(r1, t0 + block);
-      const int64_t cost =
-          batch.window_offsets[static_cast<size_t>(t1)] - batch.window_offsets[static_cast<size_t>(t1) - 1];
-      for (int32_t hk = 0; hk < n_head_kv; ++hk) tasks.push_back({t0, t1, hk, cost});
+      for (int32_t hk = 0; hk < n_head_kv; ++hk) tasks.push_back({t0, t1, hk, window_len(batch, t1 - 1)});
     }
     r0 = r1;
   }
@@ -72,8 +74,7 @@ void attention_tiled(kernels::AttentionFn kernel, const KvLayerView& kv, const B
       orows.clear();
       lens.clear();
       for (int64_t t = task.t0; t < task.t1; ++t) {
-        const int32_t len =
-            batch.window_offsets[static_cast<size_t>(t) + 1] - batch.window_offsets[static_cast<size_t>(t)];
+        const int32_t len = window_len(batch, t);
         for (int32_t h = task.hk * group; h < (task.hk + 1) * group; ++h) {
           const int64_t row = t * n_head + h;
           qrows.push_back(q + row * head_dim);
@@ -87,7 +88,7 @@ void attention_tiled(kernels::AttentionFn kernel, const KvLayerView& kv, const B
       a.q = qrows.data();
       a.out = orows.data();
       a.lens = lens.data();
-      a.cells = batch.window_cells.data() + batch.window_offsets[static_cast<size_t>(task.t1) - 1];
+      a.cells = window(batch, task.t1 - 1);
       a.k = static_cast<const uint8_t*>(kv.k) + static_cast<size_t>(task.hk) * head_bytes;
       a.v = static_cast<const uint8_t*>(kv.v) + static_cast<size_t>(task.hk) * head_bytes;
       a.row_bytes = kv.row_bytes;
@@ -117,9 +118,8 @@ void attention_q8_0(const KvLayerView& kv, const BatchView& batch, const float* 
       const int32_t hk = static_cast<int32_t>(task % n_head) / group;
       const float* qh = q + task * head_dim;
       float* oh = out + task * head_dim;
-      const int32_t w0 = batch.window_offsets[static_cast<size_t>(t)];
-      const int64_t len = batch.window_offsets[static_cast<size_t>(t) + 1] - w0;
-      const int32_t* win = batch.window_cells.data() + w0;
+      const int64_t len = window_len(batch, t);
+      const int32_t* win = window(batch, t);
       scores.resize(static_cast<size_t>(std::max<int64_t>(len, 1)));
       kt.from_float(qh, qq.data(), head_dim);
 
