@@ -11,6 +11,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kIo: return "i/o error";
     case StatusCode::kOutOfRange: return "out of range";
     case StatusCode::kInternal: return "internal error";
+    case StatusCode::kUnavailable: return "unavailable";
   }
   return "unknown";
 }

@@ -19,6 +19,7 @@ enum class StatusCode : uint8_t {
   kIo,               // the operating system refused (open, mmap, write, rename)
   kOutOfRange,       // a bound was hit: context full, recursion depth, output size
   kInternal,         // a broken invariant detected at run time
+  kUnavailable,      // refused for now, retry later: a full queue, a draining server
 };
 
 const char* status_code_name(StatusCode code);
@@ -60,6 +61,10 @@ Status unsupported(fmt::format_string<Args...> format, Args&&... args) {
 template <typename... Args>
 Status not_found(fmt::format_string<Args...> format, Args&&... args) {
   return Status(StatusCode::kNotFound, fmt::format(format, std::forward<Args>(args)...));
+}
+template <typename... Args>
+Status unavailable(fmt::format_string<Args...> format, Args&&... args) {
+  return Status(StatusCode::kUnavailable, fmt::format(format, std::forward<Args>(args)...));
 }
 template <typename... Args>
 Status io_error(fmt::format_string<Args...> format, Args&&... args) {
