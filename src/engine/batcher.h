@@ -127,6 +127,12 @@ struct BatcherStats {
   int64_t kv_cells_total = 0;
   bool draining = false;
   int64_t drain_abandoned = 0;
+  struct OpTime {
+    std::string op;
+    double seconds = 0.0;
+    int64_t calls = 0;
+  };
+  std::vector<OpTime> op_times;  // per-op totals, only when MINFER_OP_TIMING=1 (copied after each step)
 };
 
 class Batcher {
