@@ -1,6 +1,8 @@
 // The sampler pipeline: one config, one fixed stage order, per-run state (RNG, histories, mu, grammar).
 #include "sampling/sampler.h"
 
+#include <algorithm>
+
 #include <chrono>
 #include <cmath>
 
@@ -59,7 +61,8 @@ Result<Sampler> Sampler::create(const SamplerConfig& cfg, std::shared_ptr<const 
   return Sampler(std::move(state));
 }
 
-Result<int32_t> Sampler::sample(std::span<float> logits) {
+// Runs the stages up to the greedy shortcut (bias, penalties, DRY, grammar mask, NaN filter) into s.cand.
+Status Sampler::prepare(std::span<float> logits) {
   State& s = *state_;
   const SamplerConfig& cfg = s.cfg;
   if (static_cast<int32_t>(logits.size()) != s.vocab->n_vocab()) {
@@ -105,6 +108,14 @@ Result<int32_t> Sampler::sample(std::span<float> logits) {
   c.data.resize(w);
   if (!any_finite) return invalid_argument("sampling: every allowed token has a -inf or NaN logit");
 
+  return {};
+}
+
+Result<int32_t> Sampler::sample(std::span<float> logits) {
+  MINFER_RETURN_IF_ERROR(prepare(logits));
+  State& s = *state_;
+  const SamplerConfig& cfg = s.cfg;
+  Candidates& c = s.cand;
   if (cfg.temp <= 0.0f) return c.data[argmax_index(c)].id;
   if (cfg.mirostat != 0) return c.data[s.mirostat.sample(c, s.rng)].id;
 
@@ -116,6 +127,91 @@ Result<int32_t> Sampler::sample(std::span<float> logits) {
   xtc(c, cfg.xtc_probability, cfg.xtc_threshold, min_keep, s.rng);
   temperature(c, cfg.temp);
   return c.data[draw_index(c, s.rng)].id;
+}
+
+Result<std::vector<TokenData>> Sampler::distribution(std::span<float> logits) {
+  State& s = *state_;
+  const SamplerConfig& cfg = s.cfg;
+  if (cfg.mirostat != 0) {
+    return unsupported(
+        "speculative decoding cannot be combined with mirostat (its state moves with every draw)");
+  }
+  MINFER_RETURN_IF_ERROR(prepare(logits));
+  Candidates& c = s.cand;
+  if (cfg.temp <= 0.0f) {
+    const TokenData best = c.data[argmax_index(c)];
+    return std::vector<TokenData>{{best.id, best.logit, 1.0f}};
+  }
+  const auto min_keep = static_cast<size_t>(cfg.min_keep);
+  top_k(c, cfg.top_k);
+  typical(c, cfg.typical_p, min_keep);
+  top_p(c, cfg.top_p, min_keep);
+  min_p(c, cfg.min_p, min_keep);
+  xtc(c, cfg.xtc_probability, cfg.xtc_threshold, min_keep, s.rng);
+  temperature(c, cfg.temp);
+  softmax(c, false);
+  std::vector<TokenData> out;
+  out.reserve(c.size());
+  for (const TokenData& t : c.data) {
+    if (t.p > 0.0f) out.push_back(t);
+  }
+  return out;
+}
+
+int32_t Sampler::draw(std::span<const TokenData> dist) {
+  double sum = 0.0;
+  for (const TokenData& t : dist) sum += t.p;
+  const double target = sum * state_->rng.uniform();
+  double run = 0.0;
+  for (const TokenData& t : dist) {
+    run += t.p;
+    if (run >= target && t.p > 0.0f) return t.id;
+  }
+  for (size_t i = dist.size(); i-- > 0;) {
+    if (dist[i].p > 0.0f) return dist[i].id;
+  }
+  return dist.empty() ? 0 : dist.front().id;
+}
+
+Result<int32_t> Sampler::verify(std::span<float> logits, int32_t draft, std::span<const TokenData> q,
+                                bool* accepted) {
+  MINFER_ASSIGN_OR_RETURN(std::vector<TokenData> p, distribution(logits));
+  *accepted = false;
+  if (state_->cfg.temp <= 0.0f) {
+    *accepted = p.front().id == draft;
+    return p.front().id;
+  }
+  // q sorted by id, so each lookup is a binary search (q may cover the whole vocabulary).
+  std::vector<TokenData> q_by_id(q.begin(), q.end());
+  std::sort(q_by_id.begin(), q_by_id.end(),
+            [](const TokenData& a, const TokenData& b) { return a.id < b.id; });
+  auto q_of = [&](int32_t id) {
+    if (q.empty()) return id == draft ? 1.0 : 0.0;
+    auto it = std::lower_bound(q_by_id.begin(), q_by_id.end(), id,
+                               [](const TokenData& t, int32_t v) { return t.id < v; });
+    return it != q_by_id.end() && it->id == id ? static_cast<double>(it->p) : 0.0;
+  };
+  double p_draft = 0.0;
+  for (const TokenData& t : p) {
+    if (t.id == draft) p_draft = t.p;
+  }
+  const double q_draft = q_of(draft);
+  if (q_draft > 0.0 && state_->rng.uniform() < std::min(1.0, p_draft / q_draft)) {
+    *accepted = true;
+    return draft;
+  }
+  // Rejected: the residual max(0, p - q), renormalised by draw().
+  std::vector<TokenData> residual;
+  residual.reserve(p.size());
+  for (TokenData t : p) {
+    const double r = static_cast<double>(t.p) - q_of(t.id);
+    if (r > 0.0) {
+      t.p = static_cast<float>(r);
+      residual.push_back(t);
+    }
+  }
+  if (residual.empty()) return draw(p);  // p == q: any draw from p is exact
+  return draw(residual);
 }
 
 void Sampler::accept(int32_t token) {

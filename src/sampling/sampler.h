@@ -21,6 +21,7 @@
 
 #include "core/status.h"
 #include "sampling/config.h"
+#include "sampling/samplers/candidates.h"
 #include "sampling/vocab_view.h"
 
 namespace minfer::sampling {
@@ -43,6 +44,20 @@ class Sampler {
   // reason, when the grammar allows no token, or when the logits are all -inf / NaN.
   Result<int32_t> sample(std::span<float> logits);
 
+  // The distribution the next draw would come from: every stage applied, probabilities normalised, zero
+  // entries dropped; a point mass at the argmax when greedy. Refuses mirostat (its state moves with the
+  // draw). Consumes XTC's random numbers as sample() does. The buffer is modified.
+  Result<std::vector<TokenData>> distribution(std::span<float> logits);
+  // Draws from `dist` (as returned by distribution()) with this run's RNG.
+  int32_t draw(std::span<const TokenData> dist);
+  // Speculative verification of a drafted token (Leviathan et al. 2023): with p = distribution(logits),
+  // accepts `draft` with probability min(1, p(draft) / q(draft)), otherwise draws from the normalised
+  // max(0, p - q). `q` is the distribution the draft was drawn from; empty means a point mass at `draft`
+  // (prompt lookup, greedy drafts). Greedy: accepts iff `draft` is the argmax, else returns the argmax.
+  // Returns the token to emit and sets *accepted. Does not accept() it.
+  Result<int32_t> verify(std::span<float> logits, int32_t draft, std::span<const TokenData> q,
+                         bool* accepted);
+
   // Advances penalty / DRY history and the grammar with a generated token. A token the grammar rejects
   // leaves the grammar dead, and the next sample() reports it.
   void accept(int32_t token);
@@ -59,6 +74,7 @@ class Sampler {
  private:
   struct State;
   explicit Sampler(std::unique_ptr<State> state);
+  Status prepare(std::span<float> logits);
   std::unique_ptr<State> state_;
 };
 

@@ -1,0 +1,38 @@
+#include "cli/spec_options.h"
+
+namespace minfer::cli {
+
+void add_spec_options(CLI::App& app, SpecArgs* args) {
+  app.add_option("--spec-draft", args->draft_model, "speculative decoding: draft model (same vocabulary)");
+  app.add_option("--spec-draft-n", args->draft_n,
+                 "tokens drafted per round (the cap with --spec-draft-adaptive)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, engine::kMaxDraftDepth));
+  app.add_flag("--spec-draft-adaptive", args->adaptive,
+               "choose each round's depth from measured acceptance and step costs");
+  app.add_option(
+         "--spec-lookup", args->lookup_n,
+         "speculative decoding without a model: propose up to N tokens from earlier matches in the text")
+      ->check(CLI::Range(1, engine::kMaxDraftDepth));
+}
+
+Result<std::unique_ptr<engine::Drafter>> make_drafter(const SpecArgs& args, engine::Engine& target,
+                                                      const sampling::SamplerConfig& sampling) {
+  if (!args.draft_model.empty() && args.lookup_n > 0) {
+    return invalid_argument("--spec-draft and --spec-lookup are exclusive");
+  }
+  if (!args.enabled()) return std::unique_ptr<engine::Drafter>();
+  if (sampling.mirostat != 0) {
+    return unsupported(
+        "speculative decoding cannot be combined with mirostat (its state moves with every draw)");
+  }
+  if (args.lookup_n > 0) return std::unique_ptr<engine::Drafter>(std::make_unique<engine::LookupDrafter>());
+  engine::EngineOptions o = target.options();
+  auto draft = engine::Engine::load(args.draft_model, o);
+  if (!draft.ok()) return draft.status().with_context("--spec-draft: ");
+  auto drafter = engine::ModelDrafter::create(std::move(*draft), target, sampling);
+  if (!drafter.ok()) return drafter.status().with_context("--spec-draft: ");
+  return std::unique_ptr<engine::Drafter>(std::move(*drafter));
+}
+
+}  // namespace minfer::cli

@@ -1,0 +1,317 @@
+#include "engine/speculative.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+
+#include "tokenizer/stream_decoder.h"
+
+namespace minfer::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// Chooses each round's depth: maximises expected emitted tokens per millisecond, with per-position
+// acceptance (given the previous position was accepted) and the costs of a draft token and of a verify
+// batch of each size as running averages. Untried depths start optimistic, so each gets measured.
+class DepthPlanner {
+ public:
+  explicit DepthPlanner(int32_t cap) : cap_(std::clamp(cap, 1, kMaxDraftDepth)) {
+    accept_.fill(0.9);
+    verify_ms_.fill(0.0);
+  }
+  int32_t choose() const {
+    if (draft_ms_ <= 0.0 || verify_ms_[1] <= 0.0) return cap_;
+    int32_t best = 1;
+    double best_rate = 0.0;
+    double survive = 1.0, expected = 1.0;
+    for (int32_t d = 1; d <= cap_; ++d) {
+      survive *= accept_[static_cast<size_t>(d)];
+      expected += survive;
+      const double verify = verify_ms_[static_cast<size_t>(d + 1)] > 0.0
+                                ? verify_ms_[static_cast<size_t>(d + 1)]
+                                : verify_ms_[1] * (1.0 + 0.05 * d);
+      const double rate = expected / (d * draft_ms_ + verify);
+      if (rate > best_rate) {
+        best_rate = rate;
+        best = d;
+      }
+    }
+    return best;
+  }
+  void record(int32_t drafted, int32_t accepted, double draft_ms, double verify_ms) {
+    auto ewma = [](double& v, double x) { v = v <= 0.0 ? x : 0.8 * v + 0.2 * x; };
+    if (drafted > 0) ewma(draft_ms_, draft_ms / drafted);
+    ewma(verify_ms_[static_cast<size_t>(std::min(drafted + 1, kMaxDraftDepth + 1))], verify_ms);
+    if (drafted == 0) ewma(verify_ms_[1], verify_ms);
+    for (int32_t i = 1; i <= drafted; ++i) {
+      const bool ok = i <= accepted;
+      accept_[static_cast<size_t>(i)] = 0.9 * accept_[static_cast<size_t>(i)] + 0.1 * (ok ? 1.0 : 0.0);
+      if (!ok) break;  // later positions were not tried
+    }
+  }
+
+ private:
+  int32_t cap_;
+  std::array<double, kMaxDraftDepth + 2> accept_{};
+  std::array<double, kMaxDraftDepth + 2> verify_ms_{};
+  double draft_ms_ = 0.0;
+};
+
+}  // namespace
+
+std::string SpecStats::summary() const {
+  return fmt::format("speculative: {} rounds, {} drafted, {} accepted ({:.1f}%), {:.2f} accepted per round",
+                     rounds, drafted, accepted, 100.0 * acceptance_rate(), mean_accepted());
+}
+
+Status check_same_vocabulary(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft) {
+  if (target.n_vocab() != draft.n_vocab()) {
+    return invalid_argument("the draft model's vocabulary has {} tokens, the target's {}", draft.n_vocab(),
+                            target.n_vocab());
+  }
+  for (int32_t id = 0; id < target.n_vocab(); ++id) {
+    if (target.token_text(id) != draft.token_text(id)) {
+      return invalid_argument(
+          "the draft model's vocabulary differs from the target's at token {} ('{}' vs '{}')", id,
+          draft.token_text(id), target.token_text(id));
+    }
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+Result<Draft> LookupDrafter::propose(std::span<const int32_t> history, int32_t n) {
+  Draft d;
+  const auto len = static_cast<int64_t>(history.size());
+  for (int32_t g = std::min<int32_t>(max_ngram_, static_cast<int32_t>(len) - 1); g >= min_ngram_; --g) {
+    const std::span<const int32_t> tail = history.subspan(static_cast<size_t>(len - g));
+    // The most recent earlier occurrence that has a continuation.
+    for (int64_t start = len - g - 1; start >= 0; --start) {
+      if (!std::equal(tail.begin(), tail.end(), history.begin() + start)) continue;
+      for (int64_t i = start + g; i < len && static_cast<int32_t>(d.tokens.size()) < n; ++i) {
+        d.tokens.push_back(history[static_cast<size_t>(i)]);
+      }
+      d.q.resize(d.tokens.size());
+      return d;
+    }
+  }
+  return d;
+}
+
+Result<std::unique_ptr<ModelDrafter>> ModelDrafter::create(std::unique_ptr<Engine> draft,
+                                                           const Engine& target,
+                                                           const sampling::SamplerConfig& sampling) {
+  MINFER_RETURN_IF_ERROR(check_same_vocabulary(target.tokenizer(), draft->tokenizer()));
+  if (sampling.mirostat != 0) {
+    return unsupported(
+        "speculative decoding cannot be combined with mirostat (its state moves with every draw)");
+  }
+  sampling::SamplerConfig cfg = sampling;
+  cfg.grammar.clear();
+  cfg.json_schema.clear();
+  if (cfg.seed != sampling::SamplerConfig::kRandomSeed)
+    cfg.seed ^= 0x5eedd4afULL;  // independent of the target's draws
+  MINFER_ASSIGN_OR_RETURN(sampling::Sampler sampler, sampling::Sampler::create(cfg, draft->sampling_vocab()));
+  draft->kv().clear();
+  return std::unique_ptr<ModelDrafter>(new ModelDrafter(std::move(draft), std::move(sampler)));
+}
+
+Result<Draft> ModelDrafter::propose(std::span<const int32_t> history, int32_t n) {
+  Draft d;
+  if (history.empty() || n <= 0) return d;
+  // Keep the cache in step: drop what the target rejected, evaluate what it has not seen (always at least
+  // the last token, whose logits start the draft).
+  size_t keep = 0;
+  while (keep < cached_.size() && keep < history.size() && cached_[keep] == history[keep]) ++keep;
+  keep = std::min(keep, history.size() - 1);
+  engine_->kv().seq_rm(0, static_cast<int32_t>(keep), -1);
+  cached_.resize(keep);
+  const int32_t room = engine_->n_ctx() - static_cast<int32_t>(history.size());
+  n = std::min(n, room);
+  if (n <= 0) return d;
+  Batch batch;
+  for (size_t i = keep; i < history.size(); ++i)
+    batch.add(history[i], static_cast<int32_t>(i), 0, i + 1 == history.size());
+  MINFER_ASSIGN_OR_RETURN(std::vector<float> logits, engine_->decode(batch));
+  cached_.assign(history.begin(), history.end());
+  for (int32_t i = 0; i < n; ++i) {
+    MINFER_ASSIGN_OR_RETURN(std::vector<sampling::TokenData> q, sampler_.distribution(logits));
+    const int32_t token = sampler_.draw(q);
+    sampler_.accept(token);
+    d.tokens.push_back(token);
+    d.q.push_back(q.size() == 1 ? std::vector<sampling::TokenData>() : std::move(q));
+    if (engine_->tokenizer().is_eog(token) || i + 1 == n) break;
+    batch.clear();
+    batch.add(token, static_cast<int32_t>(cached_.size()), 0, true);
+    MINFER_ASSIGN_OR_RETURN(logits, engine_->decode(batch));
+    cached_.push_back(token);
+  }
+  return d;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+Result<GenerateResult> generate_speculative(Engine& target, Drafter& drafter,
+                                            const std::vector<int32_t>& prompt_ids,
+                                            const GenerateOptions& options, const SpecOptions& spec,
+                                            SpecStats* stats,
+                                            const std::function<void(std::string_view)>& on_text) {
+  GenerateResult result;
+  result.prompt_ids = prompt_ids;
+  SpecStats local;
+  SpecStats& st = stats != nullptr ? *stats : local;
+  if (prompt_ids.empty()) return invalid_argument("generate: the prompt is empty");
+  if (target.kv().seq_pos_max(options.seq) >= 0)
+    return invalid_argument("generate: sequence {} is not empty", options.seq);
+  if (spec.draft_n < 1 || spec.draft_n > kMaxDraftDepth) {
+    return invalid_argument("--spec-draft-n {} is outside [1, {}]", spec.draft_n, kMaxDraftDepth);
+  }
+  const int32_t n_ctx = target.n_ctx();
+  if (static_cast<int32_t>(prompt_ids.size()) >= n_ctx) {
+    return error(StatusCode::kOutOfRange, "the prompt has {} tokens but the context holds {} (raise --n-ctx)",
+                 prompt_ids.size(), n_ctx);
+  }
+  if (options.sampling.mirostat != 0) {
+    return unsupported(
+        "speculative decoding cannot be combined with mirostat (its state moves with every draw)");
+  }
+  MINFER_ASSIGN_OR_RETURN(sampling::Sampler sampler,
+                          sampling::Sampler::create(options.sampling, target.sampling_vocab()));
+  for (int32_t id : prompt_ids) sampler.accept_history(id);
+
+  Batch batch;
+  for (size_t i = 0; i < prompt_ids.size(); ++i) {
+    batch.add(prompt_ids[i], static_cast<int32_t>(i), options.seq, i + 1 == prompt_ids.size());
+  }
+  auto t0 = Clock::now();
+  MINFER_ASSIGN_OR_RETURN(std::vector<float> logits, target.decode(batch));
+  result.timings.n_prompt = static_cast<int32_t>(prompt_ids.size());
+  result.timings.prompt_ms = ms_since(t0);
+
+  tokenizer::StreamDecoder detok(target.tokenizer());
+  StopMatcher stops(options.stop);
+  auto emit = [&](const std::string& text) {
+    if (text.empty()) return;
+    result.text += text;
+    if (on_text) on_text(text);
+  };
+  const int32_t n_vocab = target.n_vocab();
+  std::vector<int32_t> history = prompt_ids;  // tokens in the target's cache, positions 0..n-1
+  DepthPlanner planner(spec.draft_n);
+  t0 = Clock::now();
+  result.stop_reason = "length";
+
+  // Takes the target's choice `token`; false when generation ends with it.
+  auto take = [&](int32_t token) {
+    sampler.accept(token);
+    if (target.tokenizer().is_eog(token)) {
+      result.stop_reason = "eog";
+      return false;
+    }
+    result.generated_ids.push_back(token);
+    bool stopped = false;
+    emit(stops.push(detok.push(token), &stopped));
+    if (stopped) {
+      result.stop_reason = "stop";
+      return false;
+    }
+    if (options.n_predict >= 0 && static_cast<int32_t>(result.generated_ids.size()) >= options.n_predict)
+      return false;
+    return true;
+  };
+  auto grammar_stop = [&](const Status& s) -> Result<GenerateResult> {
+    if (!sampler.has_grammar()) return s;
+    result.stop_reason = "grammar";
+    result.stop_detail = s.message();
+    emit(stops.flush());
+    result.timings.n_generated = static_cast<int32_t>(result.generated_ids.size());
+    result.timings.generate_ms = ms_since(t0);
+    return result;
+  };
+
+  // The first token comes from the prompt's logits, as without speculation.
+  auto first = sampler.sample(logits);
+  if (!first.ok()) return grammar_stop(first.status());
+  int32_t last = *first;
+  bool going = take(last);
+  while (going) {
+    const auto pos = static_cast<int32_t>(history.size());  // where `last` goes
+    if (pos >= n_ctx) {
+      result.stop_reason = "context";
+      break;
+    }
+    int32_t depth = spec.adaptive ? planner.choose() : spec.draft_n;
+    if (options.n_predict >= 0) {
+      depth = std::min(depth, options.n_predict - static_cast<int32_t>(result.generated_ids.size()) - 1);
+    }
+    depth = std::min(depth, n_ctx - pos - 1);
+    Draft draft;
+    double draft_ms = 0.0;
+    if (depth > 0) {
+      history.push_back(last);
+      const auto td = Clock::now();
+      auto proposed = drafter.propose(history, depth);
+      draft_ms = ms_since(td);
+      history.pop_back();
+      if (!proposed.ok()) return proposed.status().with_context("draft: ");
+      draft = std::move(*proposed);
+      if (static_cast<int32_t>(draft.tokens.size()) > depth) draft.tokens.resize(static_cast<size_t>(depth));
+      draft.q.resize(draft.tokens.size());
+    }
+    const auto k = static_cast<int32_t>(draft.tokens.size());
+    batch.clear();
+    batch.add(last, pos, options.seq, true);
+    for (int32_t i = 0; i < k; ++i)
+      batch.add(draft.tokens[static_cast<size_t>(i)], pos + 1 + i, options.seq, true);
+    const auto tv = Clock::now();
+    MINFER_ASSIGN_OR_RETURN(logits, target.decode(batch));
+    const double verify_ms = ms_since(tv);
+    history.push_back(last);
+
+    int32_t n_accepted = 0;
+    for (int32_t i = 0; i <= k && going; ++i) {
+      std::span<float> row(logits.data() + static_cast<size_t>(i) * static_cast<size_t>(n_vocab),
+                           static_cast<size_t>(n_vocab));
+      bool accepted = false;
+      Result<int32_t> token = i < k ? sampler.verify(row, draft.tokens[static_cast<size_t>(i)],
+                                                     draft.q[static_cast<size_t>(i)], &accepted)
+                                    : sampler.sample(row);
+      if (!token.ok()) {
+        target.kv().seq_rm(options.seq, static_cast<int32_t>(history.size()), -1);
+        return grammar_stop(token.status());
+      }
+      going = take(*token);
+      // An accepted draft's row is in the cache; a correction (or the bonus token after the last draft)
+      // is not: it is the next round's `last`.
+      if (accepted) {
+        ++n_accepted;
+        if (going) history.push_back(*token);
+        continue;
+      }
+      last = *token;
+      break;
+    }
+    // Rows past the accepted tokens leave the cache.
+    target.kv().seq_rm(options.seq, static_cast<int32_t>(history.size()), -1);
+    ++st.rounds;
+    st.drafted += k;
+    st.accepted += n_accepted;
+    planner.record(k, n_accepted, draft_ms, verify_ms);
+  }
+  if (result.stop_reason != "stop") {
+    bool stopped = false;
+    emit(stops.push(detok.finish(), &stopped));
+    if (!stopped) emit(stops.flush());
+  }
+  result.timings.n_generated = static_cast<int32_t>(result.generated_ids.size());
+  result.timings.generate_ms = ms_since(t0);
+  return result;
+}
+
+}  // namespace minfer::engine
