@@ -112,24 +112,16 @@ int run_command(const Args& argv) {
   app.add_option("model", args.model, "GGUF model file (any part of a split model)")->required();
   app.add_option("prompt", args.prompt, "prompt text (read from stdin when omitted)");
   app.add_option("-n,--n-predict", args.n_predict, "tokens to generate (-1: until end of generation)")
-      ->capture_default_str()
-      ->check(CLI::Range(-1, 1 << 30));
+      ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
   app.add_option("-c,--n-ctx", args.n_ctx, "context size in tokens (clamped to the model's)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 24));
-  app.add_option("-t,--threads", args.threads, "threads (0: one per core)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1024));
-  app.add_option("-b,--batch-size", args.batch, "prompt tokens per forward pass")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 16));
+      ->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  app.add_option("-t,--threads", args.threads, "threads (0: one per core)")->capture_default_str()->check(CLI::Range(0, 1024));
+  app.add_option("-b,--batch-size", args.batch, "prompt tokens per forward pass")->capture_default_str()->check(CLI::Range(1, 1 << 16));
   app.add_option("--stop", args.stop, "stop string (repeatable; never printed)");
   app.add_option("--system", args.system, "system prompt");
   app.add_flag("--no-template", args.no_template, "send the prompt as is, without the chat template");
-  app.add_option("--chat-template", args.chat_template_file,
-                 "Jinja chat template file overriding the model's");
-  app.add_option("--cache-type", args.cache_type,
-                 "KV cache type: f32, f16 (default) or q8_0 (env MINFER_CACHE_TYPE)");
+  app.add_option("--chat-template", args.chat_template_file, "Jinja chat template file overriding the model's");
+  app.add_option("--cache-type", args.cache_type, "KV cache type: f32, f16 (default) or q8_0 (env MINFER_CACHE_TYPE)");
   app.add_flag("--meta", args.meta, "print the model's metadata before generating");
   app.add_option("--dump-graph", args.dump_graph, "write the prefill graph as Graphviz DOT and exit");
   app.add_option("--dump-graph-json", args.dump_graph_json, "write the prefill graph as JSON and exit");
@@ -173,8 +165,7 @@ int run_command(const Args& argv) {
   auto prompt_text = build_prompt(args, engine);
   if (!prompt_text.ok()) return fail(prompt_text.status());
   std::vector<int32_t> ids = engine.tokenizer().encode(*prompt_text, /*parse_special=*/true);
-  if (engine.tokenizer().add_bos() && engine.tokenizer().bos() >= 0)
-    ids.insert(ids.begin(), engine.tokenizer().bos());
+  if (engine.tokenizer().add_bos() && engine.tokenizer().bos() >= 0) ids.insert(ids.begin(), engine.tokenizer().bos());
   if (ids.empty()) return fail(invalid_argument("the prompt is empty"));
 
   if (!args.dump_graph.empty() || !args.dump_graph_json.empty()) {
@@ -196,33 +187,32 @@ int run_command(const Args& argv) {
   auto drafter = make_drafter(spec, engine, sampling);
   if (!drafter.ok()) return fail(drafter.status());
   engine::SpecStats spec_stats;
-  auto result = *drafter ? engine::generate_speculative(engine, **drafter, ids, gen, spec.options(),
-                                                        &spec_stats, on_text)
+  auto result = *drafter ? engine::generate_speculative(engine, **drafter, ids, gen, spec.options(), &spec_stats, on_text)
                          : engine::generate(engine, ids, gen, on_text);
   if (!result.ok()) return fail(result.status());
   const engine::Timings& t = result->timings;
   if (stream) {
     fmt::print("\n");
     if (result->stop_reason == "grammar") fmt::print(stderr, "minfer: stopped: {}\n", result->stop_detail);
-    fmt::print(stderr, "\nprompt:    {} tokens, {:.1f} ms, {:.2f} tok/s\n", t.n_prompt, t.prompt_ms,
-               t.prompt_tps());
+    fmt::print(stderr, "\nprompt:    {} tokens, {:.1f} ms, {:.2f} tok/s\n", t.n_prompt, t.prompt_ms, t.prompt_tps());
     fmt::print(stderr, "generated: {} tokens, {:.1f} ms, {:.2f} tok/s ({})\n", t.n_generated, t.generate_ms,
                t.generate_tps(), result->stop_reason);
     fmt::print(stderr, "total:     {:.1f} ms\n", t.prompt_ms + t.generate_ms);
     if (*drafter) fmt::print(stderr, "{}\n", spec_stats.summary());
   } else {
-    nlohmann::ordered_json j = {{"prompt_ids", result->prompt_ids},
-                                {"generated_ids", result->generated_ids},
-                                {"text", result->text},
-                                {"stop_reason", result->stop_reason},
-                                {"stop_detail", result->stop_detail},
-                                {"timings",
-                                 {{"n_prompt", t.n_prompt},
-                                  {"prompt_ms", t.prompt_ms},
-                                  {"prompt_tps", t.prompt_tps()},
-                                  {"n_generated", t.n_generated},
-                                  {"generate_ms", t.generate_ms},
-                                  {"generate_tps", t.generate_tps()}}}};
+    nlohmann::ordered_json j = {
+        {"prompt_ids", result->prompt_ids},
+        {"generated_ids", result->generated_ids},
+        {"text", result->text},
+        {"stop_reason", result->stop_reason},
+        {"stop_detail", result->stop_detail},
+        {"timings",
+         {{"n_prompt", t.n_prompt},
+          {"prompt_ms", t.prompt_ms},
+          {"prompt_tps", t.prompt_tps()},
+          {"n_generated", t.n_generated},
+          {"generate_ms", t.generate_ms},
+          {"generate_tps", t.generate_tps()}}}};
     if (*drafter) {
       j["speculative"] = {{"rounds", spec_stats.rounds},
                           {"drafted", spec_stats.drafted},
