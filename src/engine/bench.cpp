@@ -1,5 +1,6 @@
 #include "engine/bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -93,6 +94,41 @@ Result<BenchResult> run_bench(Engine& engine, const BenchTest& test, int reps) {
   }
   engine.kv().clear();
   return result;
+}
+
+double VerifyCost::median_ms() const {
+  if (ms.empty()) return 0.0;
+  std::vector<double> v = ms;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+Result<std::vector<VerifyCost>> run_verify_bench(Engine& engine, int32_t depth, const std::vector<int32_t>& nts, int reps) {
+  engine.kv().clear();
+  const int32_t nv = engine.tokenizer().n_vocab();
+  for (int32_t nt : nts) {
+    if (nt < 1 || depth + nt > engine.n_ctx()) {
+      return invalid_argument("specverify: nt {} at depth {} does not fit a context of {}", nt, depth, engine.n_ctx());
+    }
+  }
+  if (depth > 0) MINFER_RETURN_IF_ERROR(prefill(engine, bench_tokens(depth, nv, 1), 0));
+  std::vector<VerifyCost> out;
+  for (int32_t nt : nts) {
+    const std::vector<int32_t> ids = bench_tokens(nt, nv, 4);
+    Batch b;
+    for (int32_t i = 0; i < nt; ++i) b.add(ids[static_cast<size_t>(i)], depth + i, 0, true);
+    VerifyCost cost;
+    cost.nt = nt;
+    for (int r = 0; r < reps + 3; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      MINFER_RETURN_IF_ERROR(engine.decode(b).status());
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      engine.kv().seq_rm(0, depth, -1);
+      if (r >= 3) cost.ms.push_back(ms);
+    }
+    out.push_back(std::move(cost));
+  }
+  return out;
 }
 
 }  // namespace minfer::engine

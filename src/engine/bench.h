@@ -28,4 +28,16 @@ struct BenchResult {
 // reloaded). Token ids are fixed pseudo-random ids, as llama-bench uses.
 Result<BenchResult> run_bench(Engine& engine, const BenchTest& test, int reps);
 
+// The cost C(nt) of one verify step: nt tokens of one sequence, every row's logits wanted, at a fixed KV
+// depth (what a speculative round with nt - 1 drafted tokens costs the target).
+struct VerifyCost {
+  int32_t nt = 0;
+  std::vector<double> ms;  // one per timed repetition
+  double median_ms() const;
+};
+
+// Prefills `depth` tokens once, then for each nt runs 3 untimed and `reps` timed verify steps, removing the
+// step's rows after each so the depth stays fixed.
+Result<std::vector<VerifyCost>> run_verify_bench(Engine& engine, int32_t depth, const std::vector<int32_t>& nts, int reps);
+
 }  // namespace minfer::engine
