@@ -15,17 +15,6 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
   return i;
 }
 
-namespace {
-
-size_t common_suffix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;
-  while (i < n && a[a.size() - 1 - i] == b[b.size() - 1 - i]) ++i;
-  return i;
-}
-
-}  // namespace
-
 ChatSession::ChatSession(Engine& engine, chat::ChatTemplate tmpl, ChatSessionOptions options)
     : engine_(engine), template_(std::move(tmpl)), options_(std::move(options)) {
   clear();
@@ -74,8 +63,12 @@ Result<TurnResult> ChatSession::regenerate(const GenerateOptions& gen,
   const nlohmann::ordered_json before = messages_;
   messages_.erase(messages_.end() - 1);
   GenerateOptions again = gen;
-  // A different stream of random numbers for each regeneration (greedy decoding repeats itself anyway).
-  again.sampling.seed = gen.sampling.seed + 0x9E3779B97F4A7C15ull * ++n_regenerations_;
+  // A different stream of random numbers for each regeneration (greedy decoding repeats itself anyway);
+  // a clock seed is new every time already.
+  ++n_regenerations_;
+  if (gen.sampling.seed != sampling::SamplerConfig::kRandomSeed) {
+    again.sampling.seed = gen.sampling.seed + 0x9E3779B97F4A7C15ull * n_regenerations_;
+  }
   auto result = run_turn(again, on_text);
   if (!result.ok()) messages_ = before;
   return result;
@@ -155,7 +148,7 @@ Status ChatSession::fit_context(std::vector<int32_t>* prompt, int32_t reserve, T
   }
   result->stats.n_dropped_messages = static_cast<int32_t>(n_before - messages_.size());
   result->stats.n_dropped_tokens = static_cast<int32_t>(old_prompt.size()) - static_cast<int32_t>(prompt->size());
-  if (options_.context_shift) MINFER_RETURN_IF_ERROR(shift_cache(old_prompt, *prompt, result));
+  if (options_.context_shift) MINFER_RETURN_IF_ERROR(shift_cache(*prompt, result));
   result->notice = fmt::format("context full: dropped the {} oldest message(s) ({} tokens); {}",
                                result->stats.n_dropped_messages, result->stats.n_dropped_tokens,
                                result->stats.n_shifted_rows > 0
@@ -164,36 +157,44 @@ Status ChatSession::fit_context(std::vector<int32_t>* prompt, int32_t reserve, T
   return {};
 }
 
-Status ChatSession::shift_cache(const std::vector<int32_t>& old_prompt, const std::vector<int32_t>& new_prompt,
-                                TurnResult* result) {
-  // old = new[0, k) + dropped + new[k, end): find a split k where both sides agree, preferring the end of
-  // the system prompt, then check that the cache holds old[0, k + dropped) as rendered.
-  if (old_prompt.size() <= new_prompt.size()) return {};
-  const size_t drop = old_prompt.size() - new_prompt.size();
-  const size_t hi = common_prefix(old_prompt, new_prompt);
-  const size_t tail = common_suffix(old_prompt, new_prompt);
-  const size_t lo = new_prompt.size() - std::min(tail, new_prompt.size());
-  if (lo > hi) return {};  // the template rendered the kept turns differently: exact path
-  size_t head_len = 0;
+Status ChatSession::shift_cache(const std::vector<int32_t>& new_prompt, TurnResult* result) {
+  // The cache holds head + dropped turns + kept turns; the new prompt is head + kept turns + the new one.
+  // Keep the head (the system prompt, or without one everything the prompts share), then find where the
+  // kept turns start in the cache: the position whose tokens match the new prompt after the head longest.
+  // The dropped rows are matched by position, not by content: a reply whose text re-tokenizes differently
+  // is still removed whole.
+  const size_t shared = common_prefix(cached_, new_prompt);
+  size_t k = shared;
   if (n_head() > 0) {
     nlohmann::ordered_json head = nlohmann::ordered_json::array({messages_[0]});
     MINFER_ASSIGN_OR_RETURN(std::vector<int32_t> h, render_tokens(head, false));
-    head_len = h.size();
+    k = std::min(h.size(), shared);
   }
-  const size_t k = std::clamp(head_len, lo, hi);
-  const size_t end = k + drop;
-  if (common_prefix(cached_, old_prompt) < end) return {};  // the dropped rows are not all cached as rendered
+  if (k >= new_prompt.size()) return {};
+  size_t best_end = 0, best_len = 0;
+  for (size_t e = k + 1; e < cached_.size(); ++e) {
+    if (cached_[e] != new_prompt[k]) continue;
+    size_t len = 0;
+    while (e + len < cached_.size() && k + len < new_prompt.size() && cached_[e + len] == new_prompt[k + len]) ++len;
+    if (len > best_len) {
+      best_len = len;
+      best_end = e;
+    }
+  }
+  if (best_len == 0) return {};  // nothing of the kept turns is cached: the exact path costs the same
 
   kv::KvCache& kv = engine_.kv();
   const models::HParams& hp = engine_.hparams();
   const kv::RopeParams rope{hp.head_dim, hp.n_head_kv, hp.n_rot, hp.rope_freq_base};
-  kv.seq_rm(options_.seq, static_cast<int32_t>(k), static_cast<int32_t>(end));
-  if (Status st = kv.seq_add(options_.seq, static_cast<int32_t>(end), -1, -static_cast<int32_t>(drop), rope); !st.ok()) {
+  const auto delta = static_cast<int32_t>(best_end - k);
+  kv.seq_rm(options_.seq, static_cast<int32_t>(k), static_cast<int32_t>(best_end));
+  if (Status st = kv.seq_add(options_.seq, static_cast<int32_t>(best_end), -1, -delta, rope); !st.ok()) {
     reset_sequence();
     return st;
   }
-  cached_.erase(cached_.begin() + static_cast<std::ptrdiff_t>(k), cached_.begin() + static_cast<std::ptrdiff_t>(end));
-  result->stats.n_shifted_rows = static_cast<int32_t>(cached_.size() - k);
+  result->stats.n_shifted_rows = static_cast<int32_t>(cached_.size() - best_end);
+  cached_.erase(cached_.begin() + static_cast<std::ptrdiff_t>(k),
+                cached_.begin() + static_cast<std::ptrdiff_t>(best_end));
   return {};
 }
 

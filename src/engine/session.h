@@ -92,8 +92,7 @@ class ChatSession {
   Result<TurnResult> run_turn(const GenerateOptions& gen, const std::function<void(std::string_view)>& on_text);
   // Drops the oldest turns until `prompt` + reserve fits; shifts or trims the cache. Fills stats/notice.
   Status fit_context(std::vector<int32_t>* prompt, int32_t reserve, TurnResult* result);
-  Status shift_cache(const std::vector<int32_t>& old_prompt, const std::vector<int32_t>& new_prompt,
-                     TurnResult* result);
+  Status shift_cache(const std::vector<int32_t>& new_prompt, TurnResult* result);
   void reset_sequence();
   size_t n_head() const { return options_.system.empty() ? 0 : 1; }
 
