@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -276,9 +277,15 @@ TEST(Conversation, SingleTurnAndMultilineInput) {
   EXPECT_EQ(stats_lines(piped.stderr_text).size(), 1u);
 
   Child multi;
-  converse(&multi, chat_args(tiny_model(), {"-mli"}), "line one\nline two\n\nsecond turn\n\n/exit\n");
+  const std::string session = test::temp_dir() + "/mli.json";
+  converse(&multi, chat_args(tiny_model(), {"-mli", "--session", session}),
+           "line one\nline two\n\nsecond turn\n\n/exit\n");
   EXPECT_EQ(multi.exit_code(), 0) << multi.stderr_text;
   EXPECT_EQ(stats_lines(multi.stderr_text).size(), 2u) << multi.stderr_text;
+  const auto saved = nlohmann::json::parse(test::read_file(session));
+  ASSERT_EQ(saved["messages"].size(), 4u);
+  EXPECT_EQ(saved["messages"][0]["content"], "line one\nline two");  // one turn of two lines
+  EXPECT_EQ(saved["messages"][2]["content"], "second turn");
 }
 
 TEST(Conversation, OverflowKeepsGoingWithShiftOrExactPath) {
@@ -302,8 +309,55 @@ TEST(Conversation, OverflowKeepsGoingWithShiftOrExactPath) {
   EXPECT_EQ(stats_lines(big.stderr_text).size(), 1u);  // the small turn still runs
 }
 
+TEST(Conversation, SessionResumesWithNothingPrefilledAndContinuesLikeAnUninterruptedRun) {
+  const std::string session = test::temp_dir() + "/chat.json";
+  const std::vector<std::string> args = chat_args(tiny_model(), {"--system", "be brief", "-c", "512"});
+  Child whole;
+  converse(&whole, args, "first question\nsecond question\nthird question\n");
+  ASSERT_EQ(whole.exit_code(), 0) << whole.stderr_text;
+
+  std::vector<std::string> with_session = args;
+  with_session.insert(with_session.end(), {"--session", session});
+  Child before;
+  converse(&before, with_session, "first question\nsecond question\n");
+  ASSERT_EQ(before.exit_code(), 0) << before.stderr_text;
+  EXPECT_NE(before.stderr_text.find("new session"), std::string::npos);
+  const auto saved = nlohmann::json::parse(test::read_file(session));
+  ASSERT_EQ(saved["messages"].size(), 5u);  // system prompt + two turns
+  EXPECT_EQ(saved["messages"][0]["content"], "be brief");
+  EXPECT_EQ(saved["messages"][3]["content"], "second question");
+  EXPECT_TRUE(std::filesystem::exists(session + ".kv"));
+
+  Child after;
+  converse(&after, with_session, "third question\n");
+  ASSERT_EQ(after.exit_code(), 0) << after.stderr_text;
+  const int rows = saved["kv"]["n_tokens"].get<int>();
+  EXPECT_NE(after.stderr_text.find(fmt::format("resumed 5 messages, {} KV rows, 0 tokens prefilled", rows)),
+            std::string::npos)
+      << after.stderr_text;
+  // The resumed third turn is the uninterrupted third turn: same prefill, same cache reuse, same reply.
+  const std::vector<StatsLine> want = stats_lines(whole.stderr_text), got = stats_lines(after.stderr_text);
+  ASSERT_EQ(want.size(), 3u);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].prefilled, want[2].prefilled);
+  EXPECT_EQ(got[0].cached, want[2].cached);
+  EXPECT_EQ(before.stdout_text + after.stdout_text, whole.stdout_text);
+
+  // Another context size: the reason is printed and the JSON is re-rendered instead.
+  const std::vector<std::string> other_ctx =
+      chat_args(tiny_model(), {"--system", "be brief", "-c", "256", "--session", session});
+  Child fallback;
+  converse(&fallback, other_ctx, "fourth question\n");
+  ASSERT_EQ(fallback.exit_code(), 0) << fallback.stderr_text;
+  EXPECT_NE(fallback.stderr_text.find("saved with n_ctx 512, this run uses 256"), std::string::npos)
+      << fallback.stderr_text;
+  EXPECT_NE(fallback.stderr_text.find("re-rendering the 7 messages"), std::string::npos) << fallback.stderr_text;
+  ASSERT_EQ(stats_lines(fallback.stderr_text).size(), 1u);
+  EXPECT_EQ(stats_lines(fallback.stderr_text)[0].cached, 0);
+}
+
 TEST(Conversation, CtrlCStopsTheReplyThenAtThePromptExits) {
-  std::vector<std::string> args = {slow_model(), "--cnv", "-n", "4000", "-c", "8192", "--temp", "0", "-t", "1"};
+  std::vector<std::string> args = {slow_model(), "--cnv", "-n", "8000", "-c", "8192", "--temp", "0", "-t", "1"};
   for (const std::string& a : ban_eog(slow_model())) args.push_back(a);
   Child c;
   spawn(&c, args);
@@ -314,7 +368,7 @@ TEST(Conversation, CtrlCStopsTheReplyThenAtThePromptExits) {
   ASSERT_TRUE(c.pump([&] { return stats_lines(c.stderr_text).size() == 1; }, 30)) << c.stderr_text;
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 10.0);
   EXPECT_NE(c.stderr_text.find("reply interrupted"), std::string::npos) << c.stderr_text;
-  EXPECT_LT(stats_lines(c.stderr_text)[0].generated, 4000);
+  EXPECT_LT(stats_lines(c.stderr_text)[0].generated, 8000);
   // Back at the prompt (blocked reading stdin): Ctrl-C ends the process.
   usleep(200000);
   ::kill(c.pid, SIGINT);
@@ -323,7 +377,7 @@ TEST(Conversation, CtrlCStopsTheReplyThenAtThePromptExits) {
 }
 
 TEST(Conversation, PseudoTerminalLineEditingHistoryCtrlCAndCtrlD) {
-  std::vector<std::string> args = {MINFER_BINARY, slow_model(), "--cnv", "-n", "4000", "-c", "8192", "--temp", "0",
+  std::vector<std::string> args = {MINFER_BINARY, slow_model(), "--cnv", "-n", "8000", "-c", "8192", "--temp", "0",
                                    "-t", "1"};
   for (const std::string& a : ban_eog(slow_model())) args.push_back(a);
   std::vector<char*> argv = argv_of(args);

@@ -4,6 +4,8 @@
 // and the logit difference a context shift causes is measured.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -259,6 +261,135 @@ TEST(ChatSession, MeasuresTheLogitDifferenceOfAShiftAgainstTheExactPath) {
       }
     }
   }
+}
+
+// Session files: save after two turns, restart (a fresh engine), resume with nothing prefilled, and the
+// third turn equals the uninterrupted conversation's third turn exactly.
+struct ThreeTurns {
+  std::vector<TurnResult> turns;
+};
+
+ThreeTurns uninterrupted(const std::string& model, DType cache) {
+  auto e = load(model, 512, cache);
+  ChatSession chat(*e, model_template(*e), {.system = "You are a terse assistant."});
+  ThreeTurns out;
+  for (int k = 0; k < 3; ++k) out.turns.push_back(*chat.send(kTurns[k], greedy(6)));
+  return out;
+}
+
+std::string save_two_turns(const std::string& model, DType cache, const std::string& name) {
+  auto e = load(model, 512, cache);
+  ChatSession chat(*e, model_template(*e), {.system = "You are a terse assistant."});
+  for (int k = 0; k < 2; ++k) EXPECT_TRUE(chat.send(kTurns[k], greedy(6)).ok());
+  const std::string path = test::temp_dir() + "/" + name + ".json";
+  EXPECT_TRUE(chat.save(path).ok());
+  EXPECT_TRUE(std::filesystem::exists(path + ".kv"));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  return path;
+}
+
+TEST(ChatSession, SessionRoundTripResumesWithNothingPrefilledAndContinuesIdentically) {
+  const std::string model = test::write_tiny_model("tiny-qwen3");
+  for (DType cache : {DType::F16, DType::F32}) {
+    const ThreeTurns reference = uninterrupted(model, cache);
+    const std::string path = save_two_turns(model, cache, "roundtrip");
+    auto e = load(model, 512, cache);
+    ChatSession chat(*e, model_template(*e), {});  // the system prompt comes from the file
+    auto info = chat.resume(path);
+    ASSERT_TRUE(info.ok()) << info.status().message();
+    EXPECT_EQ(info->fallback, "");
+    EXPECT_EQ(info->n_messages, 5);
+    EXPECT_GT(info->n_kv_rows, 0);
+    EXPECT_EQ(e->kv().seq_pos_max(0) + 1, info->n_kv_rows);
+    EXPECT_EQ(static_cast<int32_t>(chat.cached_tokens().size()), info->n_kv_rows);
+    auto third = chat.send(kTurns[2], greedy(6));
+    ASSERT_TRUE(third.ok()) << third.status().message();
+    const TurnResult& want = reference.turns[2];
+    EXPECT_EQ(third->stats.n_prefilled, want.stats.n_prefilled);  // only the new turn, as if never stopped
+    EXPECT_EQ(third->stats.n_cached, want.stats.n_cached);
+    EXPECT_EQ(third->generation.prompt_ids, want.generation.prompt_ids);
+    EXPECT_EQ(third->generation.first_logits, want.generation.first_logits);
+    EXPECT_EQ(third->generation.generated_ids, want.generation.generated_ids);
+    // /clear after a resume keeps the saved system prompt.
+    chat.clear();
+    ASSERT_EQ(chat.messages().size(), 1u);
+    EXPECT_EQ(chat.messages()[0]["content"], "You are a terse assistant.");
+  }
+}
+
+void rewrite(const std::string& path, const std::function<void(std::string&)>& edit) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  edit(bytes);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+TEST(ChatSession, EveryMismatchFallsBackToReRenderingWithItsReason) {
+  const std::string model = test::write_tiny_model("tiny-qwen3");
+  const std::string other_model = test::write_tiny_model("tiny-qwen2", DType::F32, 99);
+  const ThreeTurns reference = uninterrupted(model, DType::F16);
+  struct Case {
+    const char* name;
+    std::string model;
+    int32_t n_ctx;
+    DType cache;
+    std::function<void(const std::string& path)> damage;
+    const char* reason;
+  };
+  const std::vector<Case> cases = {
+      {"other-model", other_model, 512, DType::F16, nullptr, "saved for another model"},
+      {"other-ctx", model, 256, DType::F16, nullptr, "n_ctx"},
+      {"other-cache", model, 512, DType::F32, nullptr, "cache type"},
+      {"edited", model, 512, DType::F16,
+       [](const std::string& p) {
+         rewrite(p, [](std::string& s) { s.replace(s.find("weather"), 7, "climate"); });
+       },
+       "edited by hand"},
+      {"version", model, 512, DType::F16,
+       [](const std::string& p) { rewrite(p + ".kv", [](std::string& s) { s[4] = 7; }); }, "format version 7"},
+      {"truncated", model, 512, DType::F16,
+       [](const std::string& p) { rewrite(p + ".kv", [](std::string& s) { s.resize(s.size() / 2); }); }, "truncated"},
+      {"corrupt", model, 512, DType::F16,
+       [](const std::string& p) { rewrite(p + ".kv", [](std::string& s) { s[s.size() - 10] ^= 0x5a; }); },
+       "checksum mismatch"},
+      {"missing", model, 512, DType::F16, [](const std::string& p) { std::filesystem::remove(p + ".kv"); },
+       "cannot open"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = save_two_turns(model, DType::F16, c.name);
+    if (c.damage) c.damage(path);
+    auto e = load(c.model, c.n_ctx, c.cache);
+    ChatSession chat(*e, model_template(*e), {});
+    auto info = chat.resume(path);
+    ASSERT_TRUE(info.ok()) << info.status().message();
+    EXPECT_NE(info->fallback.find(c.reason), std::string::npos) << info->fallback;
+    if (std::string(c.name) != "edited") {
+      EXPECT_NE(info->fallback.find(path + ".kv"), std::string::npos) << "names the file: " << info->fallback;
+    }
+    EXPECT_EQ(info->n_kv_rows, 0);
+    EXPECT_EQ(info->n_messages, 5);
+    EXPECT_EQ(e->kv().used_cells(), 0);  // nothing half-restored
+    // The fallback re-renders the messages: the next turn prefills everything and, on the same engine
+    // settings, equals the uninterrupted run.
+    auto third = chat.send(kTurns[2], greedy(6));
+    ASSERT_TRUE(third.ok()) << third.status().message();
+    EXPECT_EQ(third->stats.n_cached, 0);
+    if (c.model == model && c.n_ctx == 512 && c.cache == DType::F16 && std::string(c.name) != "edited") {
+      EXPECT_EQ(third->generation.prompt_ids, reference.turns[2].generation.prompt_ids);
+      EXPECT_EQ(third->generation.generated_ids, reference.turns[2].generation.generated_ids);
+    }
+  }
+  // A file that is not a session at all is an error, not a fallback.
+  const std::string junk = test::temp_dir() + "/junk.json";
+  std::ofstream(junk) << "{not json";
+  auto e = load(model, 512);
+  ChatSession chat(*e, model_template(*e), {});
+  auto r = chat.resume(junk);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not valid JSON"), std::string::npos);
 }
 
 }  // namespace
