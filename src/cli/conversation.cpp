@@ -24,7 +24,9 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 
-extern "C" void on_sigint(int) { g_interrupted.store(true); }
+extern "C" void on_sigint(int) {
+  g_interrupted.store(true);
+}
 
 // Installs the flag-setting SIGINT handler for the lifetime of a reply.
 class SigintDuringReply {
@@ -80,10 +82,14 @@ class Repl {
  public:
   Repl(engine::Engine& engine, chat::ChatTemplate tmpl, const engine::GenerateOptions& gen,
        const ConversationOptions& options)
-      : engine_(engine), gen_(gen), options_(options), chat_(engine, std::move(tmpl), session_options(options)) {
+      : engine_(engine),
+        gen_(gen),
+        options_(options),
+        chat_(engine, std::move(tmpl), session_options(options)) {
     const char* env = std::getenv("MINFER_COLOR");
     color_ = options.color == "on" ||
-             (options.color == "auto" && (isatty(STDOUT_FILENO) != 0 || (env != nullptr && std::string(env) == "1")));
+             (options.color == "auto" &&
+              (isatty(STDOUT_FILENO) != 0 || (env != nullptr && std::string(env) == "1")));
     gen_.should_stop = [] { return g_interrupted.load(); };
   }
 
@@ -104,7 +110,8 @@ class Repl {
       return turn(*message) ? 0 : 1;
     }
     if (options_.first_message) turn(*options_.first_message);
-    if (reader_.interactive()) fmt::print(stderr, "minfer: chat mode; /help lists the commands, Ctrl-D leaves\n");
+    if (reader_.interactive())
+      fmt::print(stderr, "minfer: chat mode; /help lists the commands, Ctrl-D leaves\n");
     for (;;) {
       std::optional<std::string> input = read_turn();
       if (!input) break;  // EOF
@@ -116,7 +123,8 @@ class Repl {
         std::fflush(stdout);
       } else if (text == "/clear") {
         chat_.clear();
-        fmt::print(stderr, "minfer: conversation cleared{}\n", options_.system.empty() ? "" : " (system prompt kept)");
+        fmt::print(stderr, "minfer: conversation cleared{}\n",
+                   options_.system.empty() ? "" : " (system prompt kept)");
         save();
       } else if (text == "/regen") {
         regen();
@@ -202,8 +210,8 @@ class Repl {
     if (g.stop_reason == "cancelled") fmt::print(stderr, "minfer: reply interrupted\n");
     if (g.stop_reason == "grammar") fmt::print(stderr, "minfer: stopped: {}\n", g.stop_detail);
     if (g.stop_reason == "context") fmt::print(stderr, "minfer: the reply filled the context\n");
-    fmt::print(stderr, "prompt: {} prefilled, {} cached | generated: {} tokens, {:.1f} tok/s\n", r->stats.n_prefilled,
-               r->stats.n_cached, g.timings.n_generated, g.timings.generate_tps());
+    fmt::print(stderr, "prompt: {} prefilled, {} cached | generated: {} tokens, {:.1f} tok/s\n",
+               r->stats.n_prefilled, r->stats.n_cached, g.timings.n_generated, g.timings.generate_tps());
     save();
     return true;
   }
@@ -216,7 +224,8 @@ class Repl {
     }
     auto info = chat_.resume(path);
     if (!info.ok()) {
-      fmt::print(stderr, "minfer: session {}: {}; starting a new conversation\n", path, info.status().message());
+      fmt::print(stderr, "minfer: session {}: {}; starting a new conversation\n", path,
+                 info.status().message());
       return;
     }
     if (info->fallback.empty()) {

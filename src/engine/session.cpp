@@ -77,7 +77,8 @@ Result<TurnResult> ChatSession::regenerate(const GenerateOptions& gen,
 Result<TurnResult> ChatSession::run_turn(const GenerateOptions& gen,
                                          const std::function<void(std::string_view)>& on_text) {
   TurnResult result;
-  MINFER_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, render_tokens(messages_, /*add_generation_prompt=*/true));
+  MINFER_ASSIGN_OR_RETURN(std::vector<int32_t> prompt,
+                          render_tokens(messages_, /*add_generation_prompt=*/true));
   const int32_t n_ctx = engine_.n_ctx();
   // Room kept for the reply when deciding whether the turn fits: the requested length, at most half the
   // context (a quarter when unbounded); a longer reply stops with reason "context".
@@ -112,7 +113,9 @@ Result<TurnResult> ChatSession::run_turn(const GenerateOptions& gen,
 
 Status ChatSession::fit_context(std::vector<int32_t>* prompt, int32_t reserve, TurnResult* result) {
   const int64_t n_ctx = engine_.n_ctx();
-  auto fits = [&](const std::vector<int32_t>& p) { return static_cast<int64_t>(p.size()) + reserve <= n_ctx; };
+  auto fits = [&](const std::vector<int32_t>& p) {
+    return static_cast<int64_t>(p.size()) + reserve <= n_ctx;
+  };
   if (fits(*prompt)) return {};
 
   size_t last_user = messages_.size();
@@ -147,7 +150,8 @@ Status ChatSession::fit_context(std::vector<int32_t>* prompt, int32_t reserve, T
     MINFER_ASSIGN_OR_RETURN(*prompt, render_tokens(messages_, true));
   }
   result->stats.n_dropped_messages = static_cast<int32_t>(n_before - messages_.size());
-  result->stats.n_dropped_tokens = static_cast<int32_t>(old_prompt.size()) - static_cast<int32_t>(prompt->size());
+  result->stats.n_dropped_tokens =
+      static_cast<int32_t>(old_prompt.size()) - static_cast<int32_t>(prompt->size());
   if (options_.context_shift) MINFER_RETURN_IF_ERROR(shift_cache(*prompt, result));
   result->notice = fmt::format("context full: dropped the {} oldest message(s) ({} tokens); {}",
                                result->stats.n_dropped_messages, result->stats.n_dropped_tokens,
@@ -175,7 +179,8 @@ Status ChatSession::shift_cache(const std::vector<int32_t>& new_prompt, TurnResu
   for (size_t e = k + 1; e < cached_.size(); ++e) {
     if (cached_[e] != new_prompt[k]) continue;
     size_t len = 0;
-    while (e + len < cached_.size() && k + len < new_prompt.size() && cached_[e + len] == new_prompt[k + len]) ++len;
+    while (e + len < cached_.size() && k + len < new_prompt.size() && cached_[e + len] == new_prompt[k + len])
+      ++len;
     if (len > best_len) {
       best_len = len;
       best_end = e;

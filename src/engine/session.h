@@ -36,8 +36,8 @@ struct ChatSessionOptions {
 
 // What one turn cost and what the context shift did.
 struct TurnStats {
-  int32_t n_prefilled = 0;      // prompt tokens evaluated this turn
-  int32_t n_cached = 0;         // prompt tokens reused from the KV cache
+  int32_t n_prefilled = 0;  // prompt tokens evaluated this turn
+  int32_t n_cached = 0;     // prompt tokens reused from the KV cache
   int32_t n_dropped_messages = 0;
   int32_t n_dropped_tokens = 0;  // tokens of the dropped turns (rows removed by the shift)
   int32_t n_shifted_rows = 0;    // rows moved to new positions (0 on the exact path)
@@ -68,7 +68,8 @@ class ChatSession {
   Result<TurnResult> send(std::string_view user, const GenerateOptions& gen,
                           const std::function<void(std::string_view)>& on_text = {});
   // Drops the last reply and generates it again with a different seed. Fails when there is no reply yet.
-  Result<TurnResult> regenerate(const GenerateOptions& gen, const std::function<void(std::string_view)>& on_text = {});
+  Result<TurnResult> regenerate(const GenerateOptions& gen,
+                                const std::function<void(std::string_view)>& on_text = {});
   // Forgets the conversation but keeps the system prompt (whose KV rows are reused by the next turn).
   void clear();
 
@@ -86,10 +87,12 @@ class ChatSession {
   const std::vector<int32_t>& cached_tokens() const { return cached_; }
   // The prompt tokens of the conversation as it stands plus a generation prompt (what the next
   // generation would be conditioned on after a user message) — for tests and tools.
-  Result<std::vector<int32_t>> render_tokens(const nlohmann::ordered_json& messages, bool add_generation_prompt) const;
+  Result<std::vector<int32_t>> render_tokens(const nlohmann::ordered_json& messages,
+                                             bool add_generation_prompt) const;
 
  private:
-  Result<TurnResult> run_turn(const GenerateOptions& gen, const std::function<void(std::string_view)>& on_text);
+  Result<TurnResult> run_turn(const GenerateOptions& gen,
+                              const std::function<void(std::string_view)>& on_text);
   // Drops the oldest turns until `prompt` + reserve fits; shifts or trims the cache. Fills stats/notice.
   Status fit_context(std::vector<int32_t>* prompt, int32_t reserve, TurnResult* result);
   Status shift_cache(const std::vector<int32_t>& new_prompt, TurnResult* result);
@@ -100,7 +103,7 @@ class ChatSession {
   chat::ChatTemplate template_;
   ChatSessionOptions options_;
   nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();  // [{role, content}], system first
-  std::vector<int32_t> cached_;                                         // tokens at positions 0..n-1
+  std::vector<int32_t> cached_;                                        // tokens at positions 0..n-1
   uint64_t n_regenerations_ = 0;
 };
 

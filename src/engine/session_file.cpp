@@ -29,7 +29,9 @@ uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
   return h;
 }
 
-std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
+std::string hex(uint64_t v) {
+  return fmt::format("{:016x}", v);
+}
 
 std::string messages_hash(const nlohmann::ordered_json& messages) {
   const std::string text = messages.dump();
@@ -57,7 +59,8 @@ Status write_atomically(const std::string& path, const std::string& text) {
 bool valid_messages(const nlohmann::ordered_json& m) {
   if (!m.is_array()) return false;
   for (const auto& msg : m) {
-    if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string() || !msg.contains("content")) return false;
+    if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string() || !msg.contains("content"))
+      return false;
   }
   return true;
 }
@@ -66,7 +69,8 @@ bool valid_messages(const nlohmann::ordered_json& m) {
 
 Status ChatSession::save(const std::string& path) const {
   const std::string kv_path = path + ".kv";
-  nlohmann::ordered_json doc = {{"format", kFormat}, {"version", kVersion}, {"messages", messages_}, {"kv", nullptr}};
+  nlohmann::ordered_json doc = {
+      {"format", kFormat}, {"version", kVersion}, {"messages", messages_}, {"kv", nullptr}};
   if (!cached_.empty()) {
     const kv::KvFileIdentity id{engine_.fingerprint(), engine_.n_ctx(), engine_.options().cache_type};
     MINFER_RETURN_IF_ERROR(kv::save_kv_file(kv_path, id, engine_.kv(), {{options_.seq, cached_}}));
@@ -77,7 +81,8 @@ Status ChatSession::save(const std::string& path) const {
     std::error_code ec;
     std::filesystem::remove(kv_path, ec);  // a stale companion must not pair with the new history
   }
-  return write_atomically(path, doc.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
+  return write_atomically(path,
+                          doc.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n");
 }
 
 Result<ResumeInfo> ChatSession::resume(const std::string& path) {
@@ -111,7 +116,8 @@ Result<ResumeInfo> ChatSession::resume(const std::string& path) {
     return info;
   }
   if (kv_meta.value("messages_fnv1a", "") != messages_hash(messages_)) {
-    info.fallback = fmt::format("the messages in '{}' changed after '{}' was written (edited by hand?)", path, kv_path);
+    info.fallback =
+        fmt::format("the messages in '{}' changed after '{}' was written (edited by hand?)", path, kv_path);
     return info;
   }
   const kv::KvFileIdentity id{engine_.fingerprint(), engine_.n_ctx(), engine_.options().cache_type};

@@ -83,7 +83,9 @@ struct Child {
   int status = -1;
   bool exited = false;
 
-  void write(const std::string& s) const { ASSERT_EQ(::write(in, s.data(), s.size()), static_cast<ssize_t>(s.size())); }
+  void write(const std::string& s) const {
+    ASSERT_EQ(::write(in, s.data(), s.size()), static_cast<ssize_t>(s.size()));
+  }
   void close_stdin() {
     if (in >= 0 && in != out) ::close(in);
     in = -1;
@@ -97,7 +99,8 @@ struct Child {
       if (out >= 0) fds.push_back({out, POLLIN, 0});
       if (err >= 0 && err != out) fds.push_back({err, POLLIN, 0});
       if (fds.empty()) return done && done();
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) return false;
       if (::poll(fds.data(), fds.size(), static_cast<int>(std::min<long>(left, 200))) < 0) continue;
       for (const pollfd& p : fds) {
@@ -123,7 +126,8 @@ struct Child {
     const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
     while (waitpid(pid, &status, WNOHANG) == 0) {
       if (Clock::now() > deadline) {
-        ADD_FAILURE() << "the process did not exit; killing it\nstdout: " << stdout_text << "\nstderr: " << stderr_text;
+        ADD_FAILURE() << "the process did not exit; killing it\nstdout: " << stdout_text
+                      << "\nstderr: " << stderr_text;
         ::kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
         break;
@@ -203,7 +207,8 @@ struct StatsLine {
 };
 
 std::vector<StatsLine> stats_lines(const std::string& err) {
-  static const std::regex re(R"(prompt: (\d+) prefilled, (\d+) cached \| generated: (\d+) tokens, [0-9.]+ tok/s)");
+  static const std::regex re(
+      R"(prompt: (\d+) prefilled, (\d+) cached \| generated: (\d+) tokens, [0-9.]+ tok/s)");
   std::vector<StatsLine> lines;
   for (auto it = std::sregex_iterator(err.begin(), err.end(), re); it != std::sregex_iterator(); ++it) {
     lines.push_back({std::stoi((*it)[1]), std::stoi((*it)[2]), std::stoi((*it)[3])});
@@ -245,8 +250,8 @@ TEST(Conversation, MultiTurnAndEveryCommandThroughAPipe) {
   EXPECT_EQ(stats[0].cached, 0);
   EXPECT_GE(stats[1].cached, stats[0].prefilled);  // the whole first prompt stayed cached
   EXPECT_LT(stats[1].prefilled, stats[0].prefilled + stats[1].cached);
-  EXPECT_EQ(stats[2].prefilled, 1);                 // /regen re-evaluates only the prompt's last token
-  EXPECT_GT(stats[3].cached, 0);                    // after /clear the system prompt's rows are reused
+  EXPECT_EQ(stats[2].prefilled, 1);  // /regen re-evaluates only the prompt's last token
+  EXPECT_GT(stats[3].cached, 0);     // after /clear the system prompt's rows are reused
   EXPECT_LT(stats[3].cached, stats[2].cached);
   EXPECT_NE(c.stdout_text.find("/regen"), std::string::npos) << "help text";
   EXPECT_NE(c.stderr_text.find("conversation cleared (system prompt kept)"), std::string::npos);
@@ -266,7 +271,8 @@ TEST(Conversation, EndOfInputExitsCleanlyAndQuitWorks) {
 
 TEST(Conversation, SingleTurnAndMultilineInput) {
   Child single;
-  spawn(&single, chat_args(tiny_model(), {"-st", "hi"}));  // stdin stays open: -st with a prompt never reads it
+  spawn(&single,
+        chat_args(tiny_model(), {"-st", "hi"}));  // stdin stays open: -st with a prompt never reads it
   single.wait(60);
   EXPECT_EQ(single.exit_code(), 0) << single.stderr_text;
   EXPECT_EQ(stats_lines(single.stderr_text).size(), 1u);
@@ -290,14 +296,16 @@ TEST(Conversation, SingleTurnAndMultilineInput) {
 
 TEST(Conversation, OverflowKeepsGoingWithShiftOrExactPath) {
   std::string input;
-  for (int i = 0; i < 8; ++i) input += "turn number " + std::to_string(i) + " asks one more question about rivers\n";
+  for (int i = 0; i < 8; ++i)
+    input += "turn number " + std::to_string(i) + " asks one more question about rivers\n";
   for (const bool exact : {false, true}) {
     Child c;
     converse(&c, chat_args(tiny_model(), {"-c", "128", "--system", "keep me"}), input,
              exact ? std::vector<std::string>{"MINFER_NO_CONTEXT_SHIFT=1"} : std::vector<std::string>{});
     EXPECT_EQ(c.exit_code(), 0) << c.stderr_text;
     EXPECT_EQ(stats_lines(c.stderr_text).size(), 8u) << c.stderr_text;
-    EXPECT_NE(c.stderr_text.find("context full: dropped the 2 oldest message(s)"), std::string::npos) << c.stderr_text;
+    EXPECT_NE(c.stderr_text.find("context full: dropped the 2 oldest message(s)"), std::string::npos)
+        << c.stderr_text;
     EXPECT_NE(c.stderr_text.find(exact ? "re-prefilling the kept history" : "KV rows shifted in place"),
               std::string::npos)
         << c.stderr_text;
@@ -351,13 +359,15 @@ TEST(Conversation, SessionResumesWithNothingPrefilledAndContinuesLikeAnUninterru
   ASSERT_EQ(fallback.exit_code(), 0) << fallback.stderr_text;
   EXPECT_NE(fallback.stderr_text.find("saved with n_ctx 512, this run uses 256"), std::string::npos)
       << fallback.stderr_text;
-  EXPECT_NE(fallback.stderr_text.find("re-rendering the 7 messages"), std::string::npos) << fallback.stderr_text;
+  EXPECT_NE(fallback.stderr_text.find("re-rendering the 7 messages"), std::string::npos)
+      << fallback.stderr_text;
   ASSERT_EQ(stats_lines(fallback.stderr_text).size(), 1u);
   EXPECT_EQ(stats_lines(fallback.stderr_text)[0].cached, 0);
 }
 
 TEST(Conversation, CtrlCStopsTheReplyThenAtThePromptExits) {
-  std::vector<std::string> args = {slow_model(), "--cnv", "-n", "8000", "-c", "8192", "--temp", "0", "-t", "1"};
+  std::vector<std::string> args = {slow_model(), "--cnv",  "-n", "8000", "-c",
+                                   "8192",       "--temp", "0",  "-t",   "1"};
   for (const std::string& a : ban_eog(slow_model())) args.push_back(a);
   Child c;
   spawn(&c, args);
@@ -377,8 +387,8 @@ TEST(Conversation, CtrlCStopsTheReplyThenAtThePromptExits) {
 }
 
 TEST(Conversation, PseudoTerminalLineEditingHistoryCtrlCAndCtrlD) {
-  std::vector<std::string> args = {MINFER_BINARY, slow_model(), "--cnv", "-n", "8000", "-c", "8192", "--temp", "0",
-                                   "-t", "1"};
+  std::vector<std::string> args = {MINFER_BINARY, slow_model(), "--cnv", "-n", "8000", "-c",
+                                   "8192",        "--temp",     "0",     "-t", "1"};
   for (const std::string& a : ban_eog(slow_model())) args.push_back(a);
   std::vector<char*> argv = argv_of(args);
   int master = -1;
@@ -403,11 +413,14 @@ TEST(Conversation, PseudoTerminalLineEditingHistoryCtrlCAndCtrlD) {
   EXPECT_NE(screen.find("reply interrupted"), std::string::npos);
   // Up arrow recalls the last line from libedit's history; Enter submits it again.
   const size_t mark = screen.rfind("prompt: ");
-  ASSERT_TRUE(c.pump([&] { return screen.find("> ", mark) != std::string::npos; }, 10)) << screen.substr(mark);
+  ASSERT_TRUE(c.pump([&] { return screen.find("> ", mark) != std::string::npos; }, 10))
+      << screen.substr(mark);
   c.write("\x1b[A");
-  ASSERT_TRUE(c.pump([&] { return screen.find("hello story", mark) != std::string::npos; }, 10)) << screen.substr(mark);
+  ASSERT_TRUE(c.pump([&] { return screen.find("hello story", mark) != std::string::npos; }, 10))
+      << screen.substr(mark);
   c.write("\r");
-  ASSERT_TRUE(c.pump([&] { return shown_after(screen, "hello story", mark, 40); }, 60)) << screen.substr(mark);
+  ASSERT_TRUE(c.pump([&] { return shown_after(screen, "hello story", mark, 40); }, 60))
+      << screen.substr(mark);
   c.write("\x03");
   ASSERT_TRUE(c.pump([&] { return stats_lines(screen).size() == 2; }, 30)) << screen.substr(mark);
   const StatsLine second = stats_lines(screen)[1];

@@ -59,12 +59,18 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
-size_t argmax(const std::vector<float>& v) { return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin()); }
+size_t argmax(const std::vector<float>& v) {
+  return static_cast<size_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
 
-const char* const kTurns[] = {"Hello there, how are you today?", "Tell me about the weather in the mountains.",
-                              "And what about the sea?", "Thanks. One more question about rivers.",
-                              "What do rivers and mountains share?", "Please summarise everything briefly.",
-                              "Why is the sky blue in the afternoon?", "Goodbye, and thanks for all the answers."};
+const char* const kTurns[] = {"Hello there, how are you today?",
+                              "Tell me about the weather in the mountains.",
+                              "And what about the sea?",
+                              "Thanks. One more question about rivers.",
+                              "What do rivers and mountains share?",
+                              "Please summarise everything briefly.",
+                              "Why is the sky blue in the afternoon?",
+                              "Goodbye, and thanks for all the answers."};
 
 TEST(ChatSession, EachTurnPrefillsOnlyTheNewSuffixAndMatchesAFreshRun) {
   const std::string model = test::write_tiny_model("tiny-qwen3");
@@ -205,18 +211,18 @@ TEST(ChatSession, OverflowShiftsTheCacheAndKeepsGoing) {
   for (size_t k = 0; k < shifted.turns.size(); ++k) {
     const TurnStats& s = shifted.turns[k].stats;
     const TurnStats& x = exact.turns[k].stats;
-    std::printf("turn %zu: shift: dropped %d msgs/%d tok, prefilled %d, cached %d, shifted %d | exact: prefilled %d, "
-                "cached %d\n",
-                k, s.n_dropped_messages, s.n_dropped_tokens, s.n_prefilled, s.n_cached, s.n_shifted_rows,
-                x.n_prefilled, x.n_cached);
+    std::printf(
+        "turn %zu: shift: dropped %d msgs/%d tok, prefilled %d, cached %d, shifted %d | exact: prefilled %d, "
+        "cached %d\n",
+        k, s.n_dropped_messages, s.n_dropped_tokens, s.n_prefilled, s.n_cached, s.n_shifted_rows,
+        x.n_prefilled, x.n_cached);
     if (s.n_dropped_messages == 0) continue;
     ++overflowing;
     EXPECT_FALSE(shifted.turns[k].notice.empty());
     EXPECT_NE(shifted.turns[k].notice.find("KV rows shifted"), std::string::npos) << shifted.turns[k].notice;
     EXPECT_GT(s.n_shifted_rows, 0);
     EXPECT_EQ(s.n_dropped_messages % 2, 0);  // whole turns
-    EXPECT_EQ(shifted.turns[k].generation.prompt_ids.size(),
-              static_cast<size_t>(s.n_prefilled + s.n_cached));
+    EXPECT_EQ(shifted.turns[k].generation.prompt_ids.size(), static_cast<size_t>(s.n_prefilled + s.n_cached));
     if (x.n_dropped_messages > 0) {
       EXPECT_NE(exact.turns[k].notice.find("re-prefilling"), std::string::npos);
       // The shift prefills the new turn only; the exact path re-prefills the kept history too.
@@ -242,7 +248,8 @@ TEST(ChatSession, MeasuresTheLogitDifferenceOfAShiftAgainstTheExactPath) {
         const std::vector<float>& a = shifted.turns[k].generation.first_logits;
         const std::vector<float>& b = exact.turns[k].generation.first_logits;
         // The exact path is exact: it equals a fresh run of the same prompt.
-        const std::vector<float> fresh = fresh_logits(model, 160, exact.turns[k].generation.prompt_ids, cache);
+        const std::vector<float> fresh =
+            fresh_logits(model, 160, exact.turns[k].generation.prompt_ids, cache);
         EXPECT_LE(max_abs_diff(b, fresh), 1e-3f);
         float max_logit = 0, mean = 0;
         for (size_t i = 0; i < a.size(); ++i) {
@@ -251,10 +258,11 @@ TEST(ChatSession, MeasuresTheLogitDifferenceOfAShiftAgainstTheExactPath) {
         }
         mean /= static_cast<float>(a.size());
         const float diff = max_abs_diff(a, b);
-        std::printf("%s cache %s turn %zu: shift vs exact max |diff| %.4g, mean |diff| %.4g, max |logit| %.3g, "
-                    "argmax %s\n",
-                    preset, std::string(dtype_name(cache)).c_str(), k, diff, mean, max_logit,
-                    argmax(a) == argmax(b) ? "same" : "differs");
+        std::printf(
+            "%s cache %s turn %zu: shift vs exact max |diff| %.4g, mean |diff| %.4g, max |logit| %.3g, "
+            "argmax %s\n",
+            preset, std::string(dtype_name(cache)).c_str(), k, diff, mean, max_logit,
+            argmax(a) == argmax(b) ? "same" : "differs");
         EXPECT_TRUE(std::isfinite(diff));
         EXPECT_LT(diff, 0.5f * max_logit + 1.0f);  // a perturbation, not garbage
         break;
@@ -348,9 +356,11 @@ TEST(ChatSession, EveryMismatchFallsBackToReRenderingWithItsReason) {
        },
        "edited by hand"},
       {"version", model, 512, DType::F16,
-       [](const std::string& p) { rewrite(p + ".kv", [](std::string& s) { s[4] = 7; }); }, "format version 7"},
+       [](const std::string& p) { rewrite(p + ".kv", [](std::string& s) { s[4] = 7; }); },
+       "format version 7"},
       {"truncated", model, 512, DType::F16,
-       [](const std::string& p) { rewrite(p + ".kv", [](std::string& s) { s.resize(s.size() / 2); }); }, "truncated"},
+       [](const std::string& p) { rewrite(p + ".kv", [](std::string& s) { s.resize(s.size() / 2); }); },
+       "truncated"},
       {"corrupt", model, 512, DType::F16,
        [](const std::string& p) { rewrite(p + ".kv", [](std::string& s) { s[s.size() - 10] ^= 0x5a; }); },
        "checksum mismatch"},
