@@ -10,6 +10,7 @@
 
 #include "chat/chat_template.h"
 #include "cli/cli_app.h"
+#include "cli/conversation.h"
 #include "cli/sampling_options.h"
 #include "cli/spec_options.h"
 #include "engine/generate.h"
@@ -37,6 +38,8 @@ struct RunArgs {
   std::string dump_graph;
   std::string dump_graph_json;
   std::string output = "text";
+  bool cnv = false;  // --cnv: multi-turn chat (cli/conversation.h)
+  ConversationOptions conversation;
 };
 
 Result<std::string> read_text_file(const std::string& path) {
@@ -51,30 +54,41 @@ std::string token_text_or_empty(const tokenizer::Tokenizer& tok, int32_t id) {
   return id >= 0 && id < tok.n_vocab() ? std::string(tok.token_text(id)) : std::string();
 }
 
-// The prompt as the model sees it: the chat template applied to [system?, user], or the raw text.
-Result<std::string> build_prompt(const RunArgs& args, engine::Engine& engine) {
-  if (args.no_template) return args.prompt;
+// The model's chat template (or --chat-template FILE); generic ChatML, with a notice, when it has none.
+Result<chat::ChatTemplate> load_template(const RunArgs& args, engine::Engine& engine) {
   std::string source;
   if (!args.chat_template_file.empty()) {
     MINFER_ASSIGN_OR_RETURN(source, read_text_file(args.chat_template_file));
   } else if (engine.file().metadata().contains("tokenizer.chat_template")) {
     MINFER_ASSIGN_OR_RETURN(source, engine.file().metadata().get_string("tokenizer.chat_template"));
   }
-  chat::ChatTemplate tmpl = chat::ChatTemplate::chatml();
   if (source.empty()) {
     fmt::print(stderr, "minfer: the model has no chat template; using generic ChatML\n");
-  } else {
-    auto parsed = chat::ChatTemplate::parse(source);
-    if (!parsed.ok()) return parsed.status().with_context("chat template: ");
-    tmpl = std::move(*parsed);
+    return chat::ChatTemplate::chatml();
   }
+  auto parsed = chat::ChatTemplate::parse(source);
+  if (!parsed.ok()) return parsed.status().with_context("chat template: ");
+  return std::move(*parsed);
+}
+
+// Variables the template sees besides the messages.
+nlohmann::ordered_json template_vars(engine::Engine& engine) {
+  const tokenizer::Tokenizer& tok = engine.tokenizer();
+  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+  vars["bos_token"] = token_text_or_empty(tok, tok.bos());
+  vars["eos_token"] = token_text_or_empty(tok, tok.eos());
+  return vars;
+}
+
+// The prompt as the model sees it: the chat template applied to [system?, user], or the raw text.
+Result<std::string> build_prompt(const RunArgs& args, engine::Engine& engine) {
+  if (args.no_template) return args.prompt;
+  MINFER_ASSIGN_OR_RETURN(chat::ChatTemplate tmpl, load_template(args, engine));
   chat::ChatInputs inputs;
   if (!args.system.empty()) inputs.messages.push_back({{"role", "system"}, {"content", args.system}});
   inputs.messages.push_back({{"role", "user"}, {"content", args.prompt}});
   inputs.add_generation_prompt = true;
-  const tokenizer::Tokenizer& tok = engine.tokenizer();
-  inputs.extra["bos_token"] = token_text_or_empty(tok, tok.bos());
-  inputs.extra["eos_token"] = token_text_or_empty(tok, tok.eos());
+  inputs.extra = template_vars(engine);
   auto rendered = tmpl.render(inputs);
   if (!rendered.ok()) return rendered.status().with_context("chat template: ");
   return *rendered;
@@ -126,11 +140,37 @@ int run_command(const Args& argv) {
   app.add_option("--dump-graph", args.dump_graph, "write the prefill graph as Graphviz DOT and exit");
   app.add_option("--dump-graph-json", args.dump_graph_json, "write the prefill graph as JSON and exit");
   app.add_option("-o,--output", args.output, "text (stream) or json")->check(CLI::IsMember({"text", "json"}));
+  app.add_flag("--cnv", args.cnv, "multi-turn chat: a REPL with /commands (the prompt, if given, is the first turn)")
+      ->group("Conversation (--cnv)");
+  app.add_flag("--single-turn", args.conversation.single_turn, "with --cnv: run one turn, then exit (also -st)")
+      ->group("Conversation (--cnv)");
+  app.add_flag("--multiline-input", args.conversation.multiline, "with --cnv: a turn ends at an empty line (also -mli)")
+      ->group("Conversation (--cnv)");
+  app.add_option("--color", args.conversation.color, "with --cnv: dim <think> blocks: on, off, auto (stdout is a tty)")
+      ->capture_default_str()->check(CLI::IsMember({"on", "off", "auto"}))->group("Conversation (--cnv)");
+  app.add_option("--session", args.conversation.session,
+                 "with --cnv: save the conversation to FILE (JSON) and FILE.kv after every turn; resume it on start")
+      ->group("Conversation (--cnv)");
   add_sampling_options(app, sampling);
   SpecArgs spec;
   add_spec_options(app, &spec);
-  if (int code = parse_args(app, argv); code >= 0) return code;
+  // llama.cpp's multi-letter single-dash spellings, which CLI11 cannot declare: -st, -mli.
+  Args spelled = argv;
+  for (std::string& a : spelled) {
+    if (a == "-st") a = "--single-turn";
+    if (a == "-mli") a = "--multiline-input";
+  }
+  if (int code = parse_args(app, spelled); code >= 0) return code;
   args.prompt_given = app.count("prompt") > 0;
+  if (!args.cnv && (args.conversation.single_turn || args.conversation.multiline || !args.conversation.session.empty())) {
+    return fail(invalid_argument("-st, -mli and --session need --cnv"));
+  }
+  if (args.cnv && spec.enabled()) {
+    return fail(unsupported("speculative decoding (--spec-draft / --spec-lookup) is not available with --cnv yet"));
+  }
+  if (args.cnv && (args.no_template || args.output != "text")) {
+    return fail(invalid_argument("--cnv needs the chat template and text output (drop --no-template / -o json)"));
+  }
 
   engine::EngineOptions options;
   options.n_ctx = args.n_ctx;
@@ -146,7 +186,7 @@ int run_command(const Args& argv) {
   if (Status st = kv::check_cache_type(*kv_type); !st.ok()) return fail(st);
   options.cache_type = *kv_type;
 
-  if (!args.prompt_given) {
+  if (!args.prompt_given && !args.cnv) {
     std::stringstream ss;
     ss << std::cin.rdbuf();
     args.prompt = ss.str();
@@ -160,6 +200,19 @@ int run_command(const Args& argv) {
     tools::InfoOptions info;
     info.show_tensors = false;
     fmt::print(stderr, "{}\n", tools::info_text(engine.file(), info));
+  }
+
+  if (args.cnv) {
+    auto tmpl = load_template(args, engine);
+    if (!tmpl.ok()) return fail(tmpl.status());
+    engine::GenerateOptions gen;
+    gen.n_predict = args.n_predict;
+    gen.stop = args.stop;
+    gen.sampling = sampling;
+    args.conversation.system = args.system;
+    if (args.prompt_given) args.conversation.first_message = args.prompt;
+    args.conversation.template_vars = template_vars(engine);
+    return run_conversation(engine, std::move(*tmpl), gen, args.conversation);
   }
 
   auto prompt_text = build_prompt(args, engine);

@@ -55,7 +55,15 @@ Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prom
   GenerateResult result;
   result.prompt_ids = prompt_ids;
   if (prompt_ids.empty()) return invalid_argument("generate: the prompt is empty");
-  if (engine.kv().seq_pos_max(options.seq) >= 0) return invalid_argument("generate: sequence {} is not empty", options.seq);
+  const int32_t n_cached = options.n_cached;
+  if (n_cached < 0 || n_cached >= static_cast<int32_t>(prompt_ids.size())) {
+    return invalid_argument("generate: {} cached tokens for a prompt of {} (at least one must be evaluated)", n_cached,
+                            prompt_ids.size());
+  }
+  if (engine.kv().seq_pos_max(options.seq) != n_cached - 1 || (n_cached > 0 && engine.kv().seq_pos_min(options.seq) != 0)) {
+    return invalid_argument("generate: sequence {} does not hold exactly the {} cached prompt tokens", options.seq,
+                            n_cached);
+  }
   const int32_t n_ctx = engine.n_ctx();
   if (static_cast<int32_t>(prompt_ids.size()) >= n_ctx) {
     return error(StatusCode::kOutOfRange, "the prompt has {} tokens but the context holds {} (raise --n-ctx)",
@@ -65,13 +73,15 @@ Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prom
   for (int32_t id : prompt_ids) sampler.accept_history(id);
 
   Batch batch;
-  for (size_t i = 0; i < prompt_ids.size(); ++i) {
+  for (size_t i = static_cast<size_t>(n_cached); i < prompt_ids.size(); ++i) {
     batch.add(prompt_ids[i], static_cast<int32_t>(i), options.seq, i + 1 == prompt_ids.size());
   }
   auto t0 = std::chrono::steady_clock::now();
   MINFER_ASSIGN_OR_RETURN(std::vector<float> logits, engine.decode(batch));
-  result.timings.n_prompt = static_cast<int32_t>(prompt_ids.size());
+  result.timings.n_prompt = static_cast<int32_t>(prompt_ids.size()) - n_cached;
+  result.timings.n_cached = n_cached;
   result.timings.prompt_ms = ms_since(t0);
+  if (options.keep_first_logits) result.first_logits = logits;
 
   tokenizer::StreamDecoder detok(engine.tokenizer());
   StopMatcher stops(options.stop);
@@ -84,6 +94,10 @@ Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prom
   t0 = std::chrono::steady_clock::now();
   result.stop_reason = "length";
   while (options.n_predict < 0 || static_cast<int32_t>(result.generated_ids.size()) < options.n_predict) {
+    if (options.should_stop && options.should_stop()) {
+      result.stop_reason = "cancelled";
+      break;
+    }
     auto token = sampler.sample(logits);
     if (!token.ok()) {
       if (sampler.has_grammar()) {

@@ -18,10 +18,19 @@ struct GenerateOptions {
   std::vector<std::string> stop;
   sampling::SamplerConfig sampling;
   kv::SeqId seq = 0;
+  // Positions [0, n_cached) of `seq` already hold prompt_ids[0, n_cached) (a conversation's cached prefix):
+  // only the rest of the prompt is prefilled. Must be below prompt_ids.size() so the last prompt token is
+  // evaluated and yields the first logits.
+  int32_t n_cached = 0;
+  // Polled before each decode step; returning true ends the reply with stop reason "cancelled" (Ctrl-C).
+  std::function<bool()> should_stop;
+  // Copy the logits the first generated token was sampled from into GenerateResult::first_logits.
+  bool keep_first_logits = false;
 };
 
 struct Timings {
-  int32_t n_prompt = 0;
+  int32_t n_prompt = 0;  // prompt tokens prefilled by this call
+  int32_t n_cached = 0;  // prompt tokens that were already in the KV cache (GenerateOptions::n_cached)
   int32_t n_generated = 0;
   double prompt_ms = 0.0;    // prefill wall time
   double generate_ms = 0.0;  // decode wall time (first sampled token to the last)
@@ -33,13 +42,16 @@ struct GenerateResult {
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> generated_ids;
   std::string text;
-  std::string stop_reason;  // "eog", "stop", "length", "context", "grammar"
+  std::string stop_reason;  // "eog", "stop", "length", "context", "grammar", "cancelled"
   std::string stop_detail;  // why, for "grammar" (the sampler's message)
   Timings timings;
+  std::vector<float> first_logits;  // [n_vocab], only with GenerateOptions::keep_first_logits
 };
 
-// Generates after `prompt_ids` into sequence options.seq (which must be empty). `on_text` receives
-// complete UTF-8 text as it becomes final (stop-string prefixes are held back until resolved).
+// Generates after `prompt_ids` into sequence options.seq, which must hold exactly the cached prefix
+// (positions 0..n_cached-1; empty by default). `on_text` receives complete UTF-8 text as it becomes final
+// (stop-string prefixes are held back until resolved). On return the sequence holds the prompt and every
+// generated token except possibly the last one sampled (a token is evaluated only when another follows).
 Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt_ids, const GenerateOptions& options,
                                 const std::function<void(std::string_view)>& on_text = {});
 
