@@ -2,13 +2,13 @@
 // streams through chunked transfer, and tells the Server when a waiting client has hung up.
 #include "server/http.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <arpa/inet.h>
-#include <cerrno>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 
 #include <httplib.h>
@@ -94,11 +94,16 @@ Result<size_t> parse_byte_size(const std::string& text) {
   if (!unit.empty() && unit.back() == 'b') unit.pop_back();
   if (!unit.empty() && unit.back() == 'i') unit.pop_back();
   double mult = 1;
-  if (unit == "k") mult = 1024.0;
-  else if (unit == "m") mult = 1024.0 * 1024;
-  else if (unit == "g") mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty()) return invalid_argument("'{}' is not a size (use e.g. 8M, 512k, 1000)", text);
-  if (end == text.c_str() || !(v > 0) || v * mult > 1e12) return invalid_argument("'{}' is not a size (use e.g. 8M, 512k, 1000)", text);
+  if (unit == "k")
+    mult = 1024.0;
+  else if (unit == "m")
+    mult = 1024.0 * 1024;
+  else if (unit == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty())
+    return invalid_argument("'{}' is not a size (use e.g. 8M, 512k, 1000)", text);
+  if (end == text.c_str() || !(v > 0) || v * mult > 1e12)
+    return invalid_argument("'{}' is not a size (use e.g. 8M, 512k, 1000)", text);
   return static_cast<size_t>(v * mult);
 }
 
@@ -109,11 +114,17 @@ struct HttpServer::Impl {
 };
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  stop();
+}
 
-int HttpServer::port() const { return impl_->port; }
+int HttpServer::port() const {
+  return impl_->port;
+}
 
-void HttpServer::run() { impl_->http.listen_after_bind(); }
+void HttpServer::run() {
+  impl_->http.listen_after_bind();
+}
 
 void HttpServer::stop() {
   if (impl_ && impl_->http.is_running()) impl_->http.stop();
@@ -184,8 +195,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Server& server, const HttpO
     res.set_content(dump_json(e.to_json()), "application/json");
   });
 
-  const int port = options.port == 0 ? http.bind_to_any_port(options.host) : (http.bind_to_port(options.host, options.port) ? options.port : -1);
-  if (port <= 0) return io_error("cannot listen on {}:{} (in use, or not a local address)", options.host, options.port);
+  const int port = options.port == 0 ? http.bind_to_any_port(options.host)
+                                     : (http.bind_to_port(options.host, options.port) ? options.port : -1);
+  if (port <= 0)
+    return io_error("cannot listen on {}:{} (in use, or not a local address)", options.host, options.port);
   impl->port = port;
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }

@@ -28,16 +28,18 @@ std::string escape_label(const std::string& v) {
 std::string render_metrics(const engine::BatcherStats& s, const HttpCounters& h) {
   std::string out;
   auto d = [](int64_t v) { return static_cast<double>(v); };
-  family(&out, "minfer_ready", "gauge", "1 when the model is loaded and the server accepts requests.", h.ready ? 1 : 0);
+  family(&out, "minfer_ready", "gauge", "1 when the model is loaded and the server accepts requests.",
+         h.ready ? 1 : 0);
   family(&out, "minfer_requests_total", "counter", "Requests accepted by the batcher.", d(s.requests_total));
   family(&out, "minfer_requests_completed_total", "counter", "Requests finished with every choice delivered.",
          d(s.requests_completed));
   family(&out, "minfer_requests_rejected_total", "counter",
-         "Requests refused before queueing (queue full, no idle slot, draining).", d(s.requests_rejected + h.rejected));
-  family(&out, "minfer_requests_cancelled_total", "counter", "Requests abandoned by their client (disconnects).",
-         d(s.requests_cancelled));
-  family(&out, "minfer_requests_failed_total", "counter", "Requests answered with a server error (failed forward).",
-         d(s.requests_failed));
+         "Requests refused before queueing (queue full, no idle slot, draining).",
+         d(s.requests_rejected + h.rejected));
+  family(&out, "minfer_requests_cancelled_total", "counter",
+         "Requests abandoned by their client (disconnects).", d(s.requests_cancelled));
+  family(&out, "minfer_requests_failed_total", "counter",
+         "Requests answered with a server error (failed forward).", d(s.requests_failed));
   family(&out, "minfer_requests_in_flight", "gauge", "Accepted requests whose response is not finished.",
          d(h.in_flight));
   family(&out, "minfer_http_client_errors_total", "counter", "Responses with a 4xx status.", d(h.errors_4xx));
@@ -46,20 +48,21 @@ std::string render_metrics(const engine::BatcherStats& s, const HttpCounters& h)
   family(&out, "minfer_requests_running", "gauge", "Requests occupying slots now.", s.requests_running);
   family(&out, "minfer_slots", "gauge", "Decoding slots.", s.n_slots);
   family(&out, "minfer_slots_busy", "gauge", "Slots generating or prefilling now.", s.slots_busy);
-  family(&out, "minfer_prompt_tokens_total", "counter", "Prompt tokens of completed requests.", d(s.prompt_tokens));
+  family(&out, "minfer_prompt_tokens_total", "counter", "Prompt tokens of completed requests.",
+         d(s.prompt_tokens));
   family(&out, "minfer_prompt_tokens_cached_total", "counter",
          "Prompt tokens whose KV rows were reused instead of recomputed.", d(s.cached_prompt_tokens));
   family(&out, "minfer_completion_tokens_total", "counter", "Generated tokens delivered to clients.",
          d(s.completion_tokens));
-  family(&out, "minfer_completion_tokens_per_second", "gauge", "Generated tokens per second over the last 16 s.",
-         s.completion_tokens_per_second);
+  family(&out, "minfer_completion_tokens_per_second", "gauge",
+         "Generated tokens per second over the last 16 s.", s.completion_tokens_per_second);
   family(&out, "minfer_steps_total", "counter", "Batched forward steps run by the worker.", d(s.steps));
   family(&out, "minfer_kv_used_cells", "gauge", "KV cells holding some sequence's rows.", d(s.kv_cells_used));
   family(&out, "minfer_kv_free_cells", "gauge", "KV cells free.", d(s.kv_cells_total - s.kv_cells_used));
   family(&out, "minfer_kv_cells", "gauge", "KV cells in the pool (-c).", d(s.kv_cells_total));
   family(&out, "minfer_draining", "gauge", "1 while a graceful shutdown is in progress.", s.draining ? 1 : 0);
-  family(&out, "minfer_drain_abandoned_requests", "gauge", "Requests still in flight when the drain deadline expired.",
-         d(s.drain_abandoned));
+  family(&out, "minfer_drain_abandoned_requests", "gauge",
+         "Requests still in flight when the drain deadline expired.", d(s.drain_abandoned));
   if (!s.op_times.empty()) {
     out += "# HELP minfer_op_seconds_total Seconds spent per graph op (MINFER_OP_TIMING).\n";
     out += "# TYPE minfer_op_seconds_total counter\n";

@@ -19,15 +19,23 @@ using Err = std::optional<ApiError>;
 
 const char* type_name(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_float: return "a number";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::number_float:
+      return "a number";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    default: return "a value";
+    case json::value_t::number_unsigned:
+      return "an integer";
+    default:
+      return "a value";
   }
 }
 
@@ -66,8 +74,9 @@ Err get_int(const json& body, const char* key, int64_t* out, bool* present = nul
     *out = it->get<int64_t>();
   } else if (it->is_number_unsigned()) {
     const uint64_t u = it->get<uint64_t>();
-    *out = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
-                                                                         : static_cast<int64_t>(u);
+    *out = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+               ? std::numeric_limits<int64_t>::max()
+               : static_cast<int64_t>(u);
   } else {
     return ill_typed(key, "an integer", *it);
   }
@@ -80,7 +89,8 @@ Err get_int32(const json& body, const char* key, int32_t* out, int64_t lo, int64
   bool present = false;
   if (auto e = get_int(body, key, &v, &present)) return e;
   if (!present) return {};
-  if (v < lo || v > hi) return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, v), key);
+  if (v < lo || v > hi)
+    return bad_request(fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, v), key);
   *out = static_cast<int32_t>(v);
   return {};
 }
@@ -104,7 +114,8 @@ Err get_string(const json& body, const char* key, std::string* out) {
 Err range(const char* key, double v, double lo, double hi, bool lo_open = false) {
   const bool ok = (lo_open ? v > lo : v >= lo) && v <= hi;
   if (ok) return {};
-  return bad_request(fmt::format("'{}' must be in {}{}, {}], got {}", key, lo_open ? "(" : "[", lo, hi, v), key);
+  return bad_request(fmt::format("'{}' must be in {}{}, {}], got {}", key, lo_open ? "(" : "[", lo, hi, v),
+                     key);
 }
 
 Err parse_json_body(std::string_view body, json* out) {
@@ -167,7 +178,8 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
     if (it->is_string()) {
       r->stop = {it->get<std::string>()};
     } else if (it->is_array()) {
-      if (it->size() > 4) return bad_request(fmt::format("'stop' may hold at most 4 strings, got {}", it->size()), "stop");
+      if (it->size() > 4)
+        return bad_request(fmt::format("'stop' may hold at most 4 strings, got {}", it->size()), "stop");
       for (const auto& v : *it) {
         if (!v.is_string()) return ill_typed("stop[]", "a string", v);
         r->stop.push_back(v.get<std::string>());
@@ -183,12 +195,14 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
   if (auto it = b.find("logit_bias"); it != b.end() && !it->is_null()) {
     auto add = [&](int64_t id, const json& bias) -> Err {
       if (id < 0 || id >= limits.n_vocab)
-        return bad_request(fmt::format("'logit_bias': token id {} is outside the vocabulary [0, {})", id, limits.n_vocab),
-                           "logit_bias");
+        return bad_request(
+            fmt::format("'logit_bias': token id {} is outside the vocabulary [0, {})", id, limits.n_vocab),
+            "logit_bias");
       if (!bias.is_number()) return ill_typed("logit_bias", "a map of token ids to numbers", bias);
       const double v = bias.get<double>();
       if (!(v >= -100.0 && v <= 100.0))
-        return bad_request(fmt::format("'logit_bias': bias {} for token {} is outside [-100, 100]", v, id), "logit_bias");
+        return bad_request(fmt::format("'logit_bias': bias {} for token {} is outside [-100, 100]", v, id),
+                           "logit_bias");
       s.logit_bias.push_back({static_cast<int32_t>(id), static_cast<float>(v)});
       return {};
     };
@@ -216,12 +230,15 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
   if (auto e = get_float(b, "min_p", &s.min_p)) return e;
   if (auto e = get_float(b, "typical_p", &s.typical_p)) return e;
   if (auto e = get_float(b, "repeat_penalty", &s.repeat_penalty)) return e;
-  if (auto e = get_int32(b, "repeat_last_n", &s.repeat_last_n, -1, std::numeric_limits<int32_t>::max())) return e;
+  if (auto e = get_int32(b, "repeat_last_n", &s.repeat_last_n, -1, std::numeric_limits<int32_t>::max()))
+    return e;
   if (auto e = get_float(b, "dry_multiplier", &s.dry_multiplier)) return e;
   if (auto e = get_float(b, "dry_base", &s.dry_base)) return e;
-  if (auto e = get_int32(b, "dry_allowed_length", &s.dry_allowed_length, 0, std::numeric_limits<int32_t>::max()))
+  if (auto e =
+          get_int32(b, "dry_allowed_length", &s.dry_allowed_length, 0, std::numeric_limits<int32_t>::max()))
     return e;
-  if (auto e = get_int32(b, "dry_penalty_last_n", &s.dry_penalty_last_n, -1, std::numeric_limits<int32_t>::max()))
+  if (auto e =
+          get_int32(b, "dry_penalty_last_n", &s.dry_penalty_last_n, -1, std::numeric_limits<int32_t>::max()))
     return e;
   if (auto it = b.find("dry_sequence_breakers"); it != b.end() && !it->is_null()) {
     if (!it->is_array()) return ill_typed("dry_sequence_breakers", "an array of strings", *it);
@@ -251,7 +268,8 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
   if (auto it = b.find("response_format"); it != b.end() && !it->is_null()) {
     if (!it->is_object()) return ill_typed("response_format", "an object", *it);
     auto t = it->find("type");
-    if (t == it->end() || !t->is_string()) return bad_request("'response_format.type' must be a string", "response_format");
+    if (t == it->end() || !t->is_string())
+      return bad_request("'response_format.type' must be a string", "response_format");
     format_type = t->get<std::string>();
     if (format_type == "json_object") {
       schema = it->contains("schema") ? (*it)["schema"] : json{{"type", "object"}};
@@ -269,13 +287,15 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
       schema = *js;
       has_schema = true;
     } else if (format_type != "text") {
-      return bad_request(fmt::format("'response_format.type' must be text, json_object or json_schema, got '{}'",
-                                     format_type),
-                         "response_format");
+      return bad_request(
+          fmt::format("'response_format.type' must be text, json_object or json_schema, got '{}'",
+                      format_type),
+          "response_format");
     }
   }
   if (!grammar.empty() && (has_schema || format_type != "text"))
-    return bad_request("'grammar' cannot be combined with a non-text response_format or json_schema", "grammar");
+    return bad_request("'grammar' cannot be combined with a non-text response_format or json_schema",
+                       "grammar");
   if (has_schema) {
     auto gbnf = sampling::json_schema::to_grammar_from_json(schema);
     if (!gbnf.ok()) return bad_request(gbnf.status().message(), "response_format");
@@ -321,7 +341,8 @@ Err normalise_content(const json& msg, size_t i, json* out) {
       return bad_request(fmt::format("'{}' must be a content part object with a 'type'", pf), field);
     const std::string type = part["type"].get<std::string>();
     if (type != "text")
-      return bad_request(fmt::format("'{}': content part type '{}' is not supported (only text)", pf, type), field);
+      return bad_request(fmt::format("'{}': content part type '{}' is not supported (only text)", pf, type),
+                         field);
     if (!part.contains("text") || !part["text"].is_string())
       return bad_request(fmt::format("'{}.text' must be a string", pf), field);
     if (!text.empty()) text += "\n";
@@ -368,8 +389,9 @@ Err parse_messages(const json& b, OpenAiRequest* r) {
     std::string role = role_it->get<std::string>();
     if (role == "developer") role = "system";
     if (role != "system" && role != "user" && role != "assistant" && role != "tool")
-      return bad_request(fmt::format("'{}.role': unknown role '{}' (use system, user, assistant or tool)", field, role),
-                         "messages");
+      return bad_request(
+          fmt::format("'{}.role': unknown role '{}' (use system, user, assistant or tool)", field, role),
+          "messages");
     json out = {{"role", role}};
     json content;
     if (auto e = normalise_content(m, i, &content)) return e;
@@ -378,7 +400,9 @@ Err parse_messages(const json& b, OpenAiRequest* r) {
       return bad_request(fmt::format("'{}.content' is required", field), "messages");
     out["content"] = content.is_null() ? json("") : content;
     if (has_calls) {
-      if (role != "assistant") return bad_request(fmt::format("'{}.tool_calls' is only allowed on assistant messages", field), "messages");
+      if (role != "assistant")
+        return bad_request(fmt::format("'{}.tool_calls' is only allowed on assistant messages", field),
+                           "messages");
       json calls;
       if (auto e = normalise_tool_calls(m["tool_calls"], i, &calls)) return e;
       out["tool_calls"] = std::move(calls);
@@ -416,23 +440,33 @@ Err parse_tools(const json& b, OpenAiRequest* r) {
   if (auto it = b.find("tool_choice"); it != b.end() && !it->is_null()) {
     if (it->is_string()) {
       const std::string v = it->get<std::string>();
-      if (v == "auto") r->tool_choice.mode = ToolChoice::Mode::kAuto;
-      else if (v == "none") r->tool_choice.mode = ToolChoice::Mode::kNone;
-      else if (v == "required") r->tool_choice.mode = ToolChoice::Mode::kRequired;
-      else return bad_request(fmt::format("'tool_choice' must be none, auto, required or a function, got '{}'", v), "tool_choice");
+      if (v == "auto")
+        r->tool_choice.mode = ToolChoice::Mode::kAuto;
+      else if (v == "none")
+        r->tool_choice.mode = ToolChoice::Mode::kNone;
+      else if (v == "required")
+        r->tool_choice.mode = ToolChoice::Mode::kRequired;
+      else
+        return bad_request(
+            fmt::format("'tool_choice' must be none, auto, required or a function, got '{}'", v),
+            "tool_choice");
     } else if (it->is_object() && it->contains("function") && (*it)["function"].is_object() &&
                (*it)["function"].contains("name") && (*it)["function"]["name"].is_string()) {
       r->tool_choice.mode = ToolChoice::Mode::kNamed;
       r->tool_choice.name = (*it)["function"]["name"].get<std::string>();
     } else {
-      return bad_request("'tool_choice' must be a string or {\"type\":\"function\",\"function\":{\"name\":...}}", "tool_choice");
+      return bad_request(
+          "'tool_choice' must be a string or {\"type\":\"function\",\"function\":{\"name\":...}}",
+          "tool_choice");
     }
-    const bool forcing = r->tool_choice.mode == ToolChoice::Mode::kRequired || r->tool_choice.mode == ToolChoice::Mode::kNamed;
+    const bool forcing =
+        r->tool_choice.mode == ToolChoice::Mode::kRequired || r->tool_choice.mode == ToolChoice::Mode::kNamed;
     if (forcing && r->tools.is_null()) return bad_request("'tool_choice' requires 'tools'", "tool_choice");
   }
   if (auto e = get_bool(b, "parallel_tool_calls", &r->parallel_tool_calls)) return e;
   if (r->tool_choice.mode == ToolChoice::Mode::kNone) r->tools = nullptr;
-  const bool forcing = r->tool_choice.mode == ToolChoice::Mode::kRequired || r->tool_choice.mode == ToolChoice::Mode::kNamed;
+  const bool forcing =
+      r->tool_choice.mode == ToolChoice::Mode::kRequired || r->tool_choice.mode == ToolChoice::Mode::kNamed;
   if (forcing && !r->has_user_grammar) {
     auto gbnf = tool_call_grammar(r->tools, r->tool_choice.name, r->parallel_tool_calls);
     if (!gbnf.ok()) return bad_request(gbnf.status().message(), "tool_choice");
@@ -443,7 +477,8 @@ Err parse_tools(const json& b, OpenAiRequest* r) {
 
 }  // namespace
 
-std::optional<ApiError> parse_chat_request(std::string_view body, const RequestLimits& limits, OpenAiRequest* out) {
+std::optional<ApiError> parse_chat_request(std::string_view body, const RequestLimits& limits,
+                                           OpenAiRequest* out) {
   *out = OpenAiRequest();
   out->endpoint = Endpoint::kChat;
   json b;
@@ -489,11 +524,13 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Re
     } else {
       if (p->empty()) return bad_request("'prompt' must not be empty", "prompt");
       for (const auto& v : *p) {
-        if (!v.is_number_integer()) return bad_request("'prompt' must be a string or an array of token ids", "prompt");
+        if (!v.is_number_integer())
+          return bad_request("'prompt' must be a string or an array of token ids", "prompt");
         const int64_t id = v.get<int64_t>();
         if (id < 0 || id >= limits.n_vocab)
-          return bad_request(fmt::format("'prompt': token id {} is outside the vocabulary [0, {})", id, limits.n_vocab),
-                             "prompt");
+          return bad_request(
+              fmt::format("'prompt': token id {} is outside the vocabulary [0, {})", id, limits.n_vocab),
+              "prompt");
         out->prompt_tokens.push_back(static_cast<int32_t>(id));
       }
       out->prompt_is_tokens = true;

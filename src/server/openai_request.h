@@ -62,7 +62,8 @@ struct OpenAiRequest {
 };
 
 // Parse and validate; nullopt on success. Errors are 400 invalid_request_error naming the field.
-std::optional<ApiError> parse_chat_request(std::string_view body, const RequestLimits& limits, OpenAiRequest* out);
+std::optional<ApiError> parse_chat_request(std::string_view body, const RequestLimits& limits,
+                                           OpenAiRequest* out);
 std::optional<ApiError> parse_completion_request(std::string_view body, const RequestLimits& limits,
                                                  OpenAiRequest* out);
 

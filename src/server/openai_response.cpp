@@ -92,8 +92,9 @@ json chat_logprob_entry(const engine::BatchEvent& ev, const tokenizer::Tokenizer
 
 std::string make_response_id(const char* prefix) {
   static std::atomic<uint64_t> counter{0};
-  static const uint64_t base = std::random_device{}() ^
-                               static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  static const uint64_t base =
+      std::random_device{}() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   std::mt19937_64 rng(base + counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
   return fmt::format("{}-{:016x}", prefix, rng());
 }

@@ -54,7 +54,8 @@ class ChoiceAssembler {
 std::string finish_reason(const std::string& batcher_reason, bool has_tool_calls);
 
 nlohmann::ordered_json usage_json(const engine::BatchUsage& usage);
-nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls, int32_t first_index, bool with_index);
+nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls, int32_t first_index,
+                                       bool with_index);
 
 // One token's chat logprobs entry: {token, logprob, bytes, top_logprobs:[{token, logprob, bytes}]}.
 nlohmann::ordered_json chat_logprob_entry(const engine::BatchEvent& ev, const tokenizer::Tokenizer& tok);

@@ -9,7 +9,9 @@ namespace {
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 // Length of the longest suffix of `s` that is a proper prefix of `tag`.
 size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
@@ -22,7 +24,10 @@ size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
 }  // namespace
 
 ReasoningSplitter::ReasoningSplitter(bool enabled, bool starts_in_think)
-    : enabled_(enabled), state_(!enabled ? State::kContent : starts_in_think ? State::kThink : State::kStart) {}
+    : enabled_(enabled),
+      state_(!enabled          ? State::kContent
+             : starts_in_think ? State::kThink
+                               : State::kStart) {}
 
 ReasoningSplitter::Output ReasoningSplitter::push(std::string_view text) {
   Output out;

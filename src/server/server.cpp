@@ -45,15 +45,18 @@ struct ChoiceState {
   std::string text;  // completions: the raw text
   std::string finish;
   bool done = false;
-  json logprobs = json::array();                                     // chat: entries
-  json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();  // legacy
+  json logprobs = json::array();  // chat: entries
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();  // legacy
   int32_t n_streamed_calls = 0;
   ChoiceState(bool reasoning, bool think, bool tools) : assembler(reasoning, think, tools) {}
 };
 
 }  // namespace
 
-Server::Server(ServerOptions options) : options_(std::move(options)) { created_ = static_cast<int64_t>(std::time(nullptr)); }
+Server::Server(ServerOptions options) : options_(std::move(options)) {
+  created_ = static_cast<int64_t>(std::time(nullptr));
+}
 Server::~Server() = default;
 
 void Server::set_model(engine::Engine* engine, engine::Batcher* batcher, chat::ChatTemplate tmpl) {
@@ -111,10 +114,16 @@ HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& 
     bool prefix;
   };
   static constexpr Route kRoutes[] = {
-      {"/health", "GET", false},          {"/metrics", "GET", false},        {"/v1/models", "GET", false},
-      {"/v1/models/", "GET", true},       {"/v1/chat/completions", "POST", false},
-      {"/chat/completions", "POST", false}, {"/v1/completions", "POST", false}, {"/completions", "POST", false},
-      {"/tokenize", "POST", false},       {"/detokenize", "POST", false},
+      {"/health", "GET", false},
+      {"/metrics", "GET", false},
+      {"/v1/models", "GET", false},
+      {"/v1/models/", "GET", true},
+      {"/v1/chat/completions", "POST", false},
+      {"/chat/completions", "POST", false},
+      {"/v1/completions", "POST", false},
+      {"/completions", "POST", false},
+      {"/tokenize", "POST", false},
+      {"/detokenize", "POST", false},
   };
   const Route* found = nullptr;
   for (const Route& r : kRoutes) {
@@ -123,11 +132,15 @@ HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& 
       break;
     }
   }
-  if (found == nullptr) return error_response({404, fmt::format("no route for {} {}", m, p), "not_found_error", {}});
+  if (found == nullptr)
+    return error_response({404, fmt::format("no route for {} {}", m, p), "not_found_error", {}});
   const bool method_ok = m == found->method || (m == "HEAD" && std::string_view(found->method) == "GET");
   if (!method_ok) {
-    HttpResponse r = error_response(
-        {405, fmt::format("method {} is not allowed on {} (use {})", m, p, found->method), "invalid_request_error", {}});
+    HttpResponse r =
+        error_response({405,
+                        fmt::format("method {} is not allowed on {} (use {})", m, p, found->method),
+                        "invalid_request_error",
+                        {}});
     r.headers.emplace_back("Allow", found->method);
     return r;
   }
@@ -137,7 +150,8 @@ HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& 
     if (!ready()) return error_response({503, "loading model", "unavailable_error", {}});
     return json_response(200, {{"status", "ok"}});
   }
-  if (!authorized(req)) return error_response({401, "invalid or missing API key", "authentication_error", {}});
+  if (!authorized(req))
+    return error_response({401, "invalid or missing API key", "authentication_error", {}});
   if (path == "/metrics") {
     HttpResponse r;
     r.content_type = kMetricsContentType;
@@ -151,7 +165,8 @@ HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& 
   if (!ready()) return error_response({503, "loading model", "unavailable_error", {}});
   if (path == "/v1/models") return models("");
   if (path == "/v1/models/") return models(p.substr(path.size()));
-  if (path == "/v1/chat/completions" || path == "/chat/completions") return completions(req, true, client_alive);
+  if (path == "/v1/chat/completions" || path == "/chat/completions")
+    return completions(req, true, client_alive);
   if (path == "/v1/completions" || path == "/completions") return completions(req, false, client_alive);
   if (path == "/tokenize") return tokenize(req);
   return detokenize(req);
@@ -171,21 +186,24 @@ HttpResponse Server::models(const std::string& id) {
                   {"n_slots", batcher_->options().n_slots}}}};
   if (id.empty()) return json_response(200, {{"object", "list"}, {"data", json::array({model})}});
   if (id != options_.model_id)
-    return error_response({404, fmt::format("model '{}' does not exist (this server serves '{}')", id, options_.model_id),
-                           "invalid_request_error", "model"});
+    return error_response(
+        {404, fmt::format("model '{}' does not exist (this server serves '{}')", id, options_.model_id),
+         "invalid_request_error", "model"});
   return json_response(200, model);
 }
 
 HttpResponse Server::tokenize(const HttpRequest& req) {
   json b = json::parse(req.body, nullptr, false);
-  if (b.is_discarded() || !b.is_object()) return error_response(bad_request("the request body is not a valid JSON object"));
+  if (b.is_discarded() || !b.is_object())
+    return error_response(bad_request("the request body is not a valid JSON object"));
   if (!b.contains("content") || !b["content"].is_string())
     return error_response(bad_request("'content' must be a string", "content"));
   bool add_special = false, with_pieces = false, parse_special = true;
   for (auto [key, out] : {std::pair{"add_special", &add_special}, std::pair{"with_pieces", &with_pieces},
                           std::pair{"parse_special", &parse_special}}) {
     if (b.contains(key) && !b[key].is_null()) {
-      if (!b[key].is_boolean()) return error_response(bad_request(fmt::format("'{}' must be a boolean", key), key));
+      if (!b[key].is_boolean())
+        return error_response(bad_request(fmt::format("'{}' must be a boolean", key), key));
       *out = b[key].get<bool>();
     }
   }
@@ -205,34 +223,39 @@ HttpResponse Server::tokenize(const HttpRequest& req) {
 
 HttpResponse Server::detokenize(const HttpRequest& req) {
   json b = json::parse(req.body, nullptr, false);
-  if (b.is_discarded() || !b.is_object()) return error_response(bad_request("the request body is not a valid JSON object"));
+  if (b.is_discarded() || !b.is_object())
+    return error_response(bad_request("the request body is not a valid JSON object"));
   if (!b.contains("tokens") || !b["tokens"].is_array())
     return error_response(bad_request("'tokens' must be an array of token ids", "tokens"));
   const tokenizer::Tokenizer& tok = engine_->tokenizer();
   std::vector<int32_t> ids;
   for (const auto& v : b["tokens"]) {
-    if (!v.is_number_integer()) return error_response(bad_request("'tokens' must be an array of token ids", "tokens"));
+    if (!v.is_number_integer())
+      return error_response(bad_request("'tokens' must be an array of token ids", "tokens"));
     const int64_t id = v.get<int64_t>();
     if (id < 0 || id >= tok.n_vocab())
-      return error_response(
-          bad_request(fmt::format("'tokens': id {} is outside the vocabulary [0, {})", id, tok.n_vocab()), "tokens"));
+      return error_response(bad_request(
+          fmt::format("'tokens': id {} is outside the vocabulary [0, {})", id, tok.n_vocab()), "tokens"));
     ids.push_back(static_cast<int32_t>(id));
   }
   return json_response(200, {{"content", tok.decode(ids)}});
 }
 
-HttpResponse Server::completions(const HttpRequest& req, bool chat, const std::function<bool()>& client_alive) {
+HttpResponse Server::completions(const HttpRequest& req, bool chat,
+                                 const std::function<bool()>& client_alive) {
   const tokenizer::Tokenizer& tok = engine_->tokenizer();
   RequestLimits limits;
   limits.n_vocab = engine_->n_vocab();
   limits.n_slots = batcher_->options().n_slots;
   limits.defaults = options_.sampling;
   OpenAiRequest r;
-  if (auto err = chat ? parse_chat_request(req.body, limits, &r) : parse_completion_request(req.body, limits, &r))
+  if (auto err =
+          chat ? parse_chat_request(req.body, limits, &r) : parse_completion_request(req.body, limits, &r))
     return error_response(*err);
   if (!r.model.empty() && r.model != options_.model_id)
-    return error_response({404, fmt::format("model '{}' does not exist (this server serves '{}')", r.model, options_.model_id),
-                           "invalid_request_error", "model"});
+    return error_response(
+        {404, fmt::format("model '{}' does not exist (this server serves '{}')", r.model, options_.model_id),
+         "invalid_request_error", "model"});
 
   // The prompt as tokens.
   std::vector<int32_t> prompt;
@@ -242,7 +265,8 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat, const std::f
     if (!in.extra.contains("bos_token")) in.extra["bos_token"] = token_text_or_empty(tok, tok.bos());
     if (!in.extra.contains("eos_token")) in.extra["eos_token"] = token_text_or_empty(tok, tok.eos());
     auto text = template_->render(in);
-    if (!text.ok()) return error_response(bad_request("chat template: " + text.status().message(), "messages"));
+    if (!text.ok())
+      return error_response(bad_request("chat template: " + text.status().message(), "messages"));
     starts_in_think = options_.reasoning && prompt_opens_think(*text);
     prompt = tok.encode(*text, /*parse_special=*/true);
     if (tok.add_bos() && tok.bos() >= 0) prompt.insert(prompt.begin(), tok.bos());
@@ -254,10 +278,11 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat, const std::f
   }
   if (prompt.empty()) return error_response(bad_request("the prompt is empty", chat ? "messages" : "prompt"));
   if (static_cast<int64_t>(prompt.size()) >= engine_->n_ctx())
-    return error_response(bad_request(fmt::format("the prompt has {} tokens but the context holds {} (at most {} for a "
-                                                  "prompt that leaves room for one generated token)",
-                                                  prompt.size(), engine_->n_ctx(), engine_->n_ctx() - 1),
-                                      chat ? "messages" : "prompt"));
+    return error_response(
+        bad_request(fmt::format("the prompt has {} tokens but the context holds {} (at most {} for a "
+                                "prompt that leaves room for one generated token)",
+                                prompt.size(), engine_->n_ctx(), engine_->n_ctx() - 1),
+                    chat ? "messages" : "prompt"));
 
   engine::BatchRequest br;
   br.prompt = std::move(prompt);
@@ -303,16 +328,20 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat, const std::f
     engine::BatchUsage usage;
     Status error;
     bool finished = false;
+    auto last_check = std::chrono::steady_clock::now();
     while (!finished) {
       auto ev = handle->next(kPoll);
-      if (!ev) {
+      // The client is checked at least every kPoll, also while events keep coming.
+      const auto now = std::chrono::steady_clock::now();
+      if (!ev || now - last_check >= kPoll) {
+        last_check = now;
         if (client_alive && !client_alive()) {
           handle->cancel();
           in_flight_.fetch_sub(1);
           return error_response({499, "client closed the connection", "invalid_request_error", {}});
         }
-        continue;
       }
+      if (!ev) continue;
       if (ev->choice < 0 || ev->choice >= r.n) ev->choice = 0;
       ChoiceState& c = (*choices)[ev->choice];
       switch (ev->kind) {
@@ -358,9 +387,9 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat, const std::f
       } else {
         json choice = {{"text", c.text}, {"index", i}};
         choice["logprobs"] = want_logprobs ? json{{"tokens", c.tokens},
-                                                   {"token_logprobs", c.token_logprobs},
-                                                   {"top_logprobs", c.top},
-                                                   {"text_offset", c.offsets}}
+                                                  {"token_logprobs", c.token_logprobs},
+                                                  {"top_logprobs", c.top},
+                                                  {"text_offset", c.offsets}}
                                            : json(nullptr);
         choice["finish_reason"] = finish_reason(c.finish, false);
         out_choices.push_back(std::move(choice));
@@ -412,8 +441,10 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat, const std::f
     };
     if (chat) {
       for (int32_t i = 0; i < n; ++i) {
-        send(sse_data(chunk(json::array(
-            {{{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}}}))));
+        send(sse_data(chunk(json::array({{{"index", i},
+                                          {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                          {"logprobs", nullptr},
+                                          {"finish_reason", nullptr}}}))));
       }
     }
     auto delta_frame = [&](int32_t index, ChoiceState& c, const Delta& d, const json* logprob) {

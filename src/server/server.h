@@ -32,8 +32,8 @@
 namespace minfer::server {
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string path;    // without the query string
+  std::string method;                          // "GET", "POST", ...
+  std::string path;                            // without the query string
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
   std::string header(const std::string& lower_name) const {
@@ -60,9 +60,9 @@ struct HttpResponse {
 };
 
 struct ServerOptions {
-  std::string model_id;       // what /v1/models lists and responses name
-  std::string api_key;        // "" = no auth
-  bool reasoning = true;      // false: --reasoning-format none (a <think> block stays in content)
+  std::string model_id;              // what /v1/models lists and responses name
+  std::string api_key;               // "" = no auth
+  bool reasoning = true;             // false: --reasoning-format none (a <think> block stays in content)
   sampling::SamplerConfig sampling;  // defaults for every request
 };
 

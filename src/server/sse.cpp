@@ -7,6 +7,8 @@ std::string dump_json(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
-std::string sse_data(const nlohmann::ordered_json& payload) { return "data: " + dump_json(payload) + "\n\n"; }
+std::string sse_data(const nlohmann::ordered_json& payload) {
+  return "data: " + dump_json(payload) + "\n\n";
+}
 
 }  // namespace minfer::server

@@ -10,7 +10,9 @@ namespace minfer::server {
 
 // "data: {...}\n\n". Invalid UTF-8 in strings is replaced (U+FFFD), never emitted raw.
 std::string sse_data(const nlohmann::ordered_json& payload);
-inline std::string sse_done() { return "data: [DONE]\n\n"; }
+inline std::string sse_done() {
+  return "data: [DONE]\n\n";
+}
 
 // Compact JSON dump used by every response body (same UTF-8 replacement rule as sse_data).
 std::string dump_json(const nlohmann::ordered_json& j);

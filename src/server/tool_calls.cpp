@@ -15,7 +15,9 @@ namespace {
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
   for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n) {
@@ -28,8 +30,9 @@ size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
 
 std::string make_tool_call_id() {
   static std::atomic<uint64_t> counter{0};
-  static const uint64_t base = std::random_device{}() ^
-                               static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  static const uint64_t base =
+      std::random_device{}() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   std::mt19937_64 rng(base + counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
   return fmt::format("call_{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
 }
@@ -114,7 +117,8 @@ ToolCallParser::Output ToolCallParser::flush() {
   } else {
     std::string rest = held_space_ + buffer_;
     // Trailing whitespace after a call is glue; text (even whitespace) with no call is kept.
-    if (n_calls_ == 0 || rest.find_first_not_of(" \n\r\t") != std::string::npos) out.content = std::move(rest);
+    if (n_calls_ == 0 || rest.find_first_not_of(" \n\r\t") != std::string::npos)
+      out.content = std::move(rest);
   }
   held_space_.clear();
   buffer_.clear();
@@ -122,7 +126,8 @@ ToolCallParser::Output ToolCallParser::flush() {
   return out;
 }
 
-Result<std::string> tool_call_grammar(const nlohmann::ordered_json& tools, const std::string& only, bool parallel) {
+Result<std::string> tool_call_grammar(const nlohmann::ordered_json& tools, const std::string& only,
+                                      bool parallel) {
   if (!tools.is_array() || tools.empty()) return invalid_argument("tools: a non-empty array is required");
   nlohmann::ordered_json variants = nlohmann::ordered_json::array();
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -132,14 +137,16 @@ Result<std::string> tool_call_grammar(const nlohmann::ordered_json& tools, const
     const std::string name = fn["name"].get<std::string>();
     if (!only.empty() && name != only) continue;
     nlohmann::ordered_json params = {{"type", "object"}};
-    if (fn.contains("parameters") && fn["parameters"].is_object() && !fn["parameters"].empty()) params = fn["parameters"];
+    if (fn.contains("parameters") && fn["parameters"].is_object() && !fn["parameters"].empty())
+      params = fn["parameters"];
     variants.push_back({{"type", "object"},
                         {"properties", {{"name", {{"const", name}}}, {"arguments", params}}},
                         {"required", {"name", "arguments"}},
                         {"additionalProperties", false}});
   }
   if (variants.empty()) return invalid_argument("tool_choice: no tool named '{}'", only);
-  nlohmann::ordered_json schema = variants.size() == 1 ? variants[0] : nlohmann::ordered_json{{"anyOf", variants}};
+  nlohmann::ordered_json schema =
+      variants.size() == 1 ? variants[0] : nlohmann::ordered_json{{"anyOf", variants}};
   auto gbnf = sampling::json_schema::to_grammar_from_json(schema);
   if (!gbnf.ok()) return gbnf.status().with_context("tools: ");
   // The schema's root becomes `tool-call-json`; our root wraps it in Qwen's tags.
@@ -149,7 +156,8 @@ Result<std::string> tool_call_grammar(const nlohmann::ordered_json& tools, const
   text.replace(at == 0 ? 0 : at + 1, 4, "tool-call-json");
   std::string root = "root ::= tool-call-block";
   if (parallel) root += " (\"\\n\" tool-call-block)*";
-  return fmt::format("{}\ntool-call-block ::= \"<tool_call>\\n\" tool-call-json \"\\n</tool_call>\"\n{}", root, text);
+  return fmt::format("{}\ntool-call-block ::= \"<tool_call>\\n\" tool-call-json \"\\n</tool_call>\"\n{}",
+                     root, text);
 }
 
 }  // namespace minfer::server

@@ -16,7 +16,7 @@
 namespace minfer::server {
 
 struct ToolCall {
-  std::string id;         // "call_<hex>", unique per response
+  std::string id;  // "call_<hex>", unique per response
   std::string name;
   std::string arguments;  // a JSON object as text (OpenAI sends arguments as a string)
 };
@@ -53,6 +53,7 @@ std::string make_tool_call_id();
 // GBNF forcing `<tool_call>\n{"name": "<one of names>", "arguments": <that tool's parameters>}\n</tool_call>`
 // (one block, or several separated by newlines when `parallel`). `only` limits it to one function name.
 // Errors: a tool without a name, an unknown `only`, an unsupported schema keyword (named with its path).
-Result<std::string> tool_call_grammar(const nlohmann::ordered_json& tools, const std::string& only, bool parallel);
+Result<std::string> tool_call_grammar(const nlohmann::ordered_json& tools, const std::string& only,
+                                      bool parallel);
 
 }  // namespace minfer::server

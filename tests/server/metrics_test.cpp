@@ -24,11 +24,11 @@ TEST(Metrics, FamiliesAndFormat) {
   h.rejected = 2;
   h.in_flight = 5;
   const std::string text = render_metrics(s, h);
-  for (const char* line : {"minfer_queue_depth 3\n", "minfer_requests_running 2\n", "minfer_requests_total 10\n",
-                           "minfer_completion_tokens_total 123\n", "minfer_kv_used_cells 100\n",
-                           "minfer_kv_free_cells 3996\n", "minfer_draining 1\n", "minfer_requests_rejected_total 3\n",
-                           "minfer_requests_in_flight 5\n", "# TYPE minfer_requests_total counter\n",
-                           "# TYPE minfer_queue_depth gauge\n"}) {
+  for (const char* line :
+       {"minfer_queue_depth 3\n", "minfer_requests_running 2\n", "minfer_requests_total 10\n",
+        "minfer_completion_tokens_total 123\n", "minfer_kv_used_cells 100\n", "minfer_kv_free_cells 3996\n",
+        "minfer_draining 1\n", "minfer_requests_rejected_total 3\n", "minfer_requests_in_flight 5\n",
+        "# TYPE minfer_requests_total counter\n", "# TYPE minfer_queue_depth gauge\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line;
   }
   EXPECT_EQ(text.find("minfer_op_seconds_total"), std::string::npos);

@@ -18,7 +18,8 @@ struct Split {
 };
 
 // Feeds `text` in pieces of `step` bytes through a ChoiceAssembler and joins the deltas.
-Split run(const std::string& text, size_t step, bool reasoning = true, bool think = false, bool tools = true) {
+Split run(const std::string& text, size_t step, bool reasoning = true, bool think = false,
+          bool tools = true) {
   ChoiceAssembler a(reasoning, think, tools);
   Split s;
   auto take = [&](Delta d) {
@@ -35,7 +36,8 @@ Split run(const std::string& text, size_t step, bool reasoning = true, bool thin
 }
 
 // Every chunking gives the same split as the whole text.
-Split run_all_chunkings(const std::string& text, bool reasoning = true, bool think = false, bool tools = true) {
+Split run_all_chunkings(const std::string& text, bool reasoning = true, bool think = false,
+                        bool tools = true) {
   Split whole = run(text, text.size() + 1, reasoning, think, tools);
   for (size_t step = 1; step <= 7; ++step) {
     Split s = run(text, step, reasoning, think, tools);
@@ -53,13 +55,15 @@ Split run_all_chunkings(const std::string& text, bool reasoning = true, bool thi
 TEST(ToolCalls, QwenSingleCall) {
   // Qwen2.5-7B-Instruct's shape: content, then a block with a JSON object on its own line.
   const std::string out =
-      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"unit\": "
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", "
+      "\"unit\": "
       "\"celsius\"}}\n</tool_call>";
   Split s = run_all_chunkings(out);
   EXPECT_EQ(s.content, "Let me check.");
   ASSERT_EQ(s.calls.size(), 1u);
   EXPECT_EQ(s.calls[0].name, "get_weather");
-  EXPECT_EQ(nlohmann::json::parse(s.calls[0].arguments), nlohmann::json::parse(R"({"city":"Paris","unit":"celsius"})"));
+  EXPECT_EQ(nlohmann::json::parse(s.calls[0].arguments),
+            nlohmann::json::parse(R"({"city":"Paris","unit":"celsius"})"));
   EXPECT_EQ(s.calls[0].id.rfind("call_", 0), 0u);
 }
 
@@ -114,7 +118,8 @@ TEST(ToolCalls, ArgumentsAsStringAreKept) {
 
 TEST(Reasoning, Qwen3ThinkBlock) {
   // Qwen3's shape: <think>\n...\n</think>\n\n then the answer.
-  const std::string out = "<think>\nThe user greets me. I should greet back.\n</think>\n\nHello! How can I help?";
+  const std::string out =
+      "<think>\nThe user greets me. I should greet back.\n</think>\n\nHello! How can I help?";
   Split s = run_all_chunkings(out, true, false, false);
   EXPECT_EQ(s.reasoning, "\nThe user greets me. I should greet back.\n");
   EXPECT_EQ(s.content, "Hello! How can I help?");
@@ -210,11 +215,14 @@ TEST(ToolGrammar, AcceptsExactlyWellFormedCallsOfTheAllowedTools) {
   auto grammar = sampling::grammar::Grammar::parse(*g);
   ASSERT_TRUE(grammar.ok()) << grammar.status().message() << "\n" << *g;
   using sampling::grammar::grammar_accepts;
-  const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+  const std::string call =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
   EXPECT_TRUE(grammar_accepts(*grammar, call));
-  EXPECT_TRUE(grammar_accepts(*grammar, "<tool_call>\n{\"name\": \"noop\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_TRUE(
+      grammar_accepts(*grammar, "<tool_call>\n{\"name\": \"noop\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_FALSE(grammar_accepts(*grammar, "<tool_call>\n{\"name\": \"rm\", \"arguments\": {}}\n</tool_call>"));
-  EXPECT_FALSE(grammar_accepts(*grammar, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(
+      grammar_accepts(*grammar, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
   EXPECT_FALSE(grammar_accepts(*grammar, "hello"));
   EXPECT_FALSE(grammar_accepts(*grammar, call + "\n" + call));  // one call unless parallel
   auto par = sampling::grammar::Grammar::parse(*tool_call_grammar(tools, "", true));

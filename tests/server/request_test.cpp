@@ -24,7 +24,8 @@ std::optional<ApiError> chat(const std::string& body, OpenAiRequest* out = nullp
 // Expects a 400 whose message contains `needle`.
 void expect_400(const std::string& body, const std::string& needle, bool completions = false) {
   OpenAiRequest r;
-  auto e = completions ? parse_completion_request(body, limits(), &r) : parse_chat_request(body, limits(), &r);
+  auto e =
+      completions ? parse_completion_request(body, limits(), &r) : parse_chat_request(body, limits(), &r);
   ASSERT_TRUE(e.has_value()) << body;
   EXPECT_EQ(e->status, 400);
   EXPECT_EQ(e->type, "invalid_request_error");
@@ -50,7 +51,9 @@ TEST(Request, MalformedOrMissing) {
   expect_400("{" + kMsgs + R"(,"stop":5})", "'stop' must be a string or an array");
 }
 
-TEST(Request, UnknownRole) { expect_400(R"({"messages":[{"role":"wizard","content":"x"}]})", "unknown role 'wizard'"); }
+TEST(Request, UnknownRole) {
+  expect_400(R"({"messages":[{"role":"wizard","content":"x"}]})", "unknown role 'wizard'");
+}
 
 TEST(Request, Ranges) {
   expect_400("{" + kMsgs + R"(,"max_tokens":0})", "'max_tokens' must be at least 1");
@@ -61,7 +64,8 @@ TEST(Request, Ranges) {
   expect_400("{" + kMsgs + R"(,"top_p":1.5})", "'top_p'");
   expect_400("{" + kMsgs + R"(,"n":0})", "'n' must be in [1, 4]");
   expect_400("{" + kMsgs + R"(,"n":5})", "'n' must be in [1, 4]");
-  expect_400("{" + kMsgs + R"(,"logit_bias":{"1000":1}})", "token id 1000 is outside the vocabulary [0, 1000)");
+  expect_400("{" + kMsgs + R"(,"logit_bias":{"1000":1}})",
+             "token id 1000 is outside the vocabulary [0, 1000)");
   expect_400("{" + kMsgs + R"(,"logit_bias":{"-1":1}})", "outside the vocabulary");
   expect_400("{" + kMsgs + R"(,"logit_bias":{"abc":1}})", "not a token id");
   expect_400("{" + kMsgs + R"(,"stop":["a","b","c","d","e"]})", "at most 4");
@@ -72,10 +76,11 @@ TEST(Request, Ranges) {
 TEST(Request, GrammarAndSchemaErrors) {
   expect_400("{" + kMsgs + R"(,"grammar":"root ::= \"a\"","response_format":{"type":"json_object"}})",
              "'grammar' cannot be combined");
-  expect_400("{" + kMsgs +
-                 R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object",
+  expect_400(
+      "{" + kMsgs +
+          R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object",
                  "properties":{"a":{"type":"number","multipleOf":2}}}}}})",
-             "#/properties/a");
+      "#/properties/a");
   expect_400("{" + kMsgs + R"(,"response_format":{"type":"yaml"}})", "'response_format.type'");
 }
 
@@ -83,10 +88,13 @@ TEST(Request, ToolsAndToolChoice) {
   expect_400("{" + kMsgs + R"(,"tool_choice":"required"})", "requires 'tools'");
   expect_400("{" + kMsgs + R"(,"tools":[{"type":"function","function":{}}]})", "function.name");
   expect_400("{" + kMsgs + R"(,"tools":[{"type":"function","function":{"name":"f"}}],
-             "tool_choice":{"type":"function","function":{"name":"g"}}})", "no tool named 'g'");
+             "tool_choice":{"type":"function","function":{"name":"g"}}})",
+             "no tool named 'g'");
   OpenAiRequest r;
-  ASSERT_FALSE(chat("{" + kMsgs + R"(,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object",
-      "properties":{"x":{"type":"integer"}}}}}],"tool_choice":"required"})", &r));
+  ASSERT_FALSE(
+      chat("{" + kMsgs + R"(,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object",
+      "properties":{"x":{"type":"integer"}}}}}],"tool_choice":"required"})",
+           &r));
   EXPECT_NE(r.sampling.grammar.find("<tool_call>"), std::string::npos);
   EXPECT_FALSE(r.chat.tools.is_null());
   // auto: no grammar, tools still rendered.
@@ -94,11 +102,14 @@ TEST(Request, ToolsAndToolChoice) {
   EXPECT_TRUE(r.sampling.grammar.empty());
   EXPECT_EQ(r.chat.tools.size(), 1u);
   // A user grammar wins over the tool grammar.
-  ASSERT_FALSE(chat("{" + kMsgs + R"(,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required",
-      "grammar":"root ::= \"x\""})", &r));
+  ASSERT_FALSE(
+      chat("{" + kMsgs + R"(,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required",
+      "grammar":"root ::= \"x\""})",
+           &r));
   EXPECT_EQ(r.sampling.grammar, "root ::= \"x\"");
   // none: tools are not given to the template.
-  ASSERT_FALSE(chat("{" + kMsgs + R"(,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"})", &r));
+  ASSERT_FALSE(chat(
+      "{" + kMsgs + R"(,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"})", &r));
   EXPECT_TRUE(r.chat.tools.is_null());
 }
 
@@ -110,7 +121,8 @@ TEST(Request, MessagesAreNormalisedForTheTemplate) {
       {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",
         "function":{"name":"f","arguments":"{\"x\": 1}"}}]},
       {"role":"tool","tool_call_id":"call_1","content":"42"}],
-      "chat_template_kwargs":{"enable_thinking":false}})", &r));
+      "chat_template_kwargs":{"enable_thinking":false}})",
+                    &r));
   const auto& m = r.chat.messages;
   ASSERT_EQ(m.size(), 4u);
   EXPECT_EQ(m[0]["role"], "system");
@@ -126,11 +138,13 @@ TEST(Request, MessagesAreNormalisedForTheTemplate) {
 
 TEST(Request, FieldsMapOntoSamplingAndBatch) {
   OpenAiRequest r;
-  ASSERT_FALSE(chat("{" + kMsgs + R"(,"model":"m","max_tokens":7,"temperature":0,"top_p":0.5,"n":2,"stop":"END",
+  ASSERT_FALSE(
+      chat("{" + kMsgs + R"(,"model":"m","max_tokens":7,"temperature":0,"top_p":0.5,"n":2,"stop":"END",
       "seed":42,"presence_penalty":0.5,"frequency_penalty":-0.5,"logit_bias":{"5":-100,"6":2.5},
       "logprobs":true,"top_logprobs":3,"stream":true,"stream_options":{"include_usage":true},
       "top_k":7,"min_p":0.1,"typical_p":0.9,"repeat_penalty":1.1,"dry_multiplier":0.8,"xtc_probability":0.2,
-      "mirostat":2,"mirostat_tau":4,"response_format":{"type":"json_object"}})", &r));
+      "mirostat":2,"mirostat_tau":4,"response_format":{"type":"json_object"}})",
+           &r));
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.n_predict, 7);
   EXPECT_EQ(r.sampling.temp, 0.0f);
