@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,7 +41,10 @@ struct BatcherOptions {
   int32_t queue_depth = 64;  // requests that may wait for slots; 0: refuse ("no idle slot") when none is free
   int32_t n_batch = 0;       // tokens per step (decode tokens + prefill chunks); 0: the engine's n_batch
   bool prefix_reuse = true;
-  std::string slots_file;    // when set: slot tokens and KV rows saved after each completed request, loaded at start
+  std::string
+      slots_file;  // when set: slot tokens and KV rows saved after each completed request, loaded at start
+  // Tests only: called by the worker before each forward; a failed Status is treated as that forward failing.
+  std::function<Status(int64_t step)> fault_injector;
 };
 
 struct TopLogprob {
@@ -50,9 +54,9 @@ struct TopLogprob {
 
 struct BatchRequest {
   std::vector<int32_t> prompt;  // the tokens to evaluate (template already applied); must not be empty
-  int32_t n_predict = -1;       // generated tokens per choice; -1: until end of generation or the context fills
-  int32_t n_choices = 1;        // OpenAI `n`: the choices share the prompt's KV rows
-  std::vector<std::string> stop;  // stop strings (never emitted)
+  int32_t n_predict = -1;  // generated tokens per choice; -1: until end of generation or the context fills
+  int32_t n_choices = 1;   // OpenAI `n`: the choices share the prompt's KV rows
+  std::vector<std::string> stop;     // stop strings (never emitted)
   sampling::SamplerConfig sampling;  // choice i samples with seed + i (a random seed is drawn once first)
   int32_t n_top_logprobs = -1;  // -1: no logprobs; 0..20: each token's logprob plus that many alternatives
 };
@@ -66,20 +70,20 @@ struct BatchUsage {
 struct BatchEvent {
   enum class Kind {
     kToken,     // one sampled token of a choice: its text (may be empty while held back) and logprobs
-    kDone,      // a choice finished: finish_reason
+    kDone,      // a choice finished: finish_reason; `text` holds text held back until the end (append it)
     kFinished,  // the whole request finished: usage (always the last event)
     kError,     // the request failed (a forward failed, the batcher stopped); always followed by kFinished
   };
   Kind kind = Kind::kToken;
   int32_t choice = 0;
   int32_t token = -1;
-  std::string text;  // complete UTF-8 only; stop strings and what follows them are never included
-  float logprob = 0.0f;              // when n_top_logprobs >= 0: log-softmax of the raw logits
-  std::vector<TopLogprob> top;       // the n_top_logprobs most likely tokens, most likely first
-  std::string finish_reason;         // kDone: "stop" (end of generation or a stop string), "length", "grammar"
-  std::string detail;                // kDone with "grammar": the sampler's message
-  BatchUsage usage;                  // kFinished
-  Status error;                      // kError
+  std::string text;             // complete UTF-8 only; stop strings and what follows them are never included
+  float logprob = 0.0f;         // when n_top_logprobs >= 0: log-softmax of the raw logits
+  std::vector<TopLogprob> top;  // the n_top_logprobs most likely tokens, most likely first
+  std::string finish_reason;    // kDone: "stop" (end of generation or a stop string), "length", "grammar"
+  std::string detail;           // kDone with "grammar": the sampler's message
+  BatchUsage usage;             // kFinished
+  Status error;                 // kError
 };
 
 class Batcher;
@@ -117,10 +121,10 @@ struct BatcherStats {
   int64_t requests_completed = 0;  // finished with every choice delivered
   int64_t requests_rejected = 0;   // refused by submit(): queue full, no idle slot, draining
   int64_t requests_cancelled = 0;
-  int64_t requests_failed = 0;     // answered with an error (a failed forward)
-  int64_t prompt_tokens = 0;       // prompt tokens of completed requests
+  int64_t requests_failed = 0;  // answered with an error (a failed forward)
+  int64_t prompt_tokens = 0;    // prompt tokens of completed requests
   int64_t cached_prompt_tokens = 0;
-  int64_t completion_tokens = 0;   // delivered tokens of completed requests
+  int64_t completion_tokens = 0;              // delivered tokens of completed requests
   double completion_tokens_per_second = 0.0;  // over a trailing 16 s window
   int64_t steps = 0;
   int64_t kv_cells_used = 0;

@@ -112,6 +112,25 @@ Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, std::
   return {};
 }
 
+const std::string& Engine::fingerprint() {
+  if (!fingerprint_.empty()) return fingerprint_;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&h](const void* data, size_t n) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  };
+  for (const gguf::TensorInfo& t : file_.tensors()) {
+    mix(t.name.data(), t.name.size());
+    mix(&t.type, sizeof(t.type));
+    mix(t.ne.data(), sizeof(t.ne));
+    if (t.data == nullptr) continue;
+    const uint64_t sample = std::min<uint64_t>(t.n_bytes, 256);
+    for (uint64_t at : {uint64_t{0}, (t.n_bytes - sample) / 2, t.n_bytes - sample}) mix(t.data + at, sample);
+  }
+  fingerprint_ = fmt::format("{}-{:016x}", hparams().arch, h);
+  return fingerprint_;
+}
+
 Result<std::vector<float>> Engine::decode(const Batch& batch) {
   if (batch.size() == 0) return invalid_argument("decode: empty batch");
   if (batch.positions.size() != batch.size() || batch.seqs.size() != batch.size() || batch.logits.size() != batch.size()) {

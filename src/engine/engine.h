@@ -58,6 +58,9 @@ class Engine {
   // The tokenizer as the sampler sees it (token bytes, EOG ids); built once, shared by every run.
   std::shared_ptr<const sampling::VocabView> sampling_vocab();
   const gguf::File& file() const { return file_; }
+  // A stable id of the weights: a hash of the tensor table (names, types, shapes) and of samples of every
+  // tensor's bytes (start, middle, end). Identifies saved KV state; computed once, ~1 ms.
+  const std::string& fingerprint();
   const models::Model& model() const { return *model_; }
   kv::KvCache& kv() { return *kv_; }
   const EngineOptions& options() const { return options_; }
@@ -73,6 +76,8 @@ class Engine {
   Result<const sched::Plan*> plan_for(const graph::GraphParams& params);
   std::vector<std::string> backend_names() const { return scheduler_->backend_names(); }
   int64_t n_graph_builds() const { return scheduler_->n_builds(); }
+  // Per-op wall time (MINFER_OP_TIMING=1), on the thread that calls decode().
+  const std::map<std::string, sched::Scheduler::OpTime>& op_times() const { return scheduler_->op_times(); }
 
  private:
   Engine() = default;
@@ -83,6 +88,7 @@ class Engine {
   std::unique_ptr<models::Model> model_;
   std::optional<tokenizer::Tokenizer> tokenizer_;
   std::shared_ptr<const sampling::VocabView> sampling_vocab_;
+  std::string fingerprint_;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<std::unique_ptr<backend::Backend>> backends_;  // from the registry, highest priority first
   std::unique_ptr<sched::Scheduler> scheduler_;

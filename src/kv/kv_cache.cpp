@@ -205,6 +205,16 @@ void KvCache::clear() {
   search_head_ = 0;
 }
 
+std::vector<std::pair<int32_t, int32_t>> KvCache::seq_cells(SeqId seq) const {
+  std::vector<std::pair<int32_t, int32_t>> out;
+  if (seq < 0 || seq >= kMaxSequences) return out;
+  for (size_t c = 0; c < cells_.size(); ++c) {
+    if (cells_[c].seqs & bit(seq)) out.emplace_back(cells_[c].pos, static_cast<int32_t>(c));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 int32_t KvCache::seq_pos_max(SeqId seq) const {
   int32_t best = -1;
   for (const Cell& c : cells_) {

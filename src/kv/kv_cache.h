@@ -71,9 +71,12 @@ class KvCache {
   Status seq_add(SeqId seq, int32_t p0, int32_t p1, int32_t delta, const RopeParams& rope);
   void clear();
 
+  // The cells of `seq` as (position, cell), sorted by position.
+  std::vector<std::pair<int32_t, int32_t>> seq_cells(SeqId seq) const;
   int32_t seq_pos_max(SeqId seq) const;  // -1 when the sequence is empty
   int32_t seq_pos_min(SeqId seq) const;
   int64_t used_cells() const { return used_; }
+  int64_t free_cells() const { return config_.n_cells - used_; }
   int64_t n_cells() const { return config_.n_cells; }
 
  private:

@@ -48,6 +48,7 @@ Status save_kv_file(const std::string& path, const KvFileIdentity& identity, con
 // fresh cells (the sequences must be empty in `kv`). Errors name the cause: "not a minfer KV file",
 // "version 7 (this build reads 1)", "saved for model X", "n_ctx 2048 != 4096", "cache type",
 // "truncated", "checksum mismatch", "KV cache full". On any error the cache is unchanged.
-Result<std::vector<SavedSequence>> load_kv_file(const std::string& path, const KvFileIdentity& identity, KvCache& kv);
+Result<std::vector<SavedSequence>> load_kv_file(const std::string& path, const KvFileIdentity& identity,
+                                                KvCache& kv);
 
 }  // namespace minfer::kv

@@ -67,6 +67,8 @@ class Scheduler {
     double seconds = 0;
     int64_t calls = 0;
   };
+  // The per-op totals so far (empty unless MINFER_OP_TIMING=1). Read it on the thread that executes.
+  const std::map<std::string, OpTime>& op_times() const { return op_times_; }
   int64_t n_builds() const { return n_builds_; }
   void set_max_plans(size_t n) { max_plans_ = n; }
 
