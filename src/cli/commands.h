@@ -17,5 +17,6 @@ int quantize_command(const Args& args);
 int tokenize_command(const Args& args);
 int template_command(const Args& args);
 int grammar_command(const Args& args);
+int serve_command(const Args& args);
 
 }  // namespace minfer::cli
