@@ -10,6 +10,10 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
 
 #include <httplib.h>
 
@@ -111,6 +115,11 @@ struct HttpServer::Impl {
   Server* server = nullptr;
   httplib::Server http;
   int port = 0;
+  // stop() may come before run() has started listening: it must neither be lost nor wait forever.
+  std::mutex mu;
+  bool stop_requested = false;
+  bool entered = false;
+  std::atomic<bool> returned{false};
 };
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -123,11 +132,30 @@ int HttpServer::port() const {
 }
 
 void HttpServer::run() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stop_requested) {
+      impl_->returned = true;
+      return;
+    }
+    impl_->entered = true;
+  }
   impl_->http.listen_after_bind();
+  impl_->returned = true;
 }
 
 void HttpServer::stop() {
-  if (impl_ && impl_->http.is_running()) impl_->http.stop();
+  if (!impl_) return;
+  bool entered = false;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stop_requested = true;
+    entered = impl_->entered;
+  }
+  if (!entered) return;  // run() will not listen
+  // run() is entering listen: wait until httplib reports it running (or it already returned), then stop it.
+  while (!impl_->http.is_running() && !impl_->returned) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (impl_->http.is_running()) impl_->http.stop();
 }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::bind(Server& server, const HttpOptions& options) {
