@@ -37,4 +37,7 @@ if [ "$fuzz_seconds" != "0" ]; then
   rm -rf "$corpus"
 fi
 
+# The official openai npm client for the server test (project-local; skipped without node/npm).
+bash scripts/install_openai_client.sh || echo "test: openai npm client not installed; its test will be skipped"
+
 ctest --preset release -j "$jobs"

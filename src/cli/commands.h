@@ -18,5 +18,6 @@ int tokenize_command(const Args& args);
 int template_command(const Args& args);
 int grammar_command(const Args& args);
 int specverify_command(const Args& args);
+int serve_command(const Args& args);
 
 }  // namespace minfer::cli

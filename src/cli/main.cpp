@@ -26,6 +26,8 @@ constexpr Command kCommands[] = {
     {"tokenize", "print the token ids and pieces of a text (stdin with -)", minfer::cli::tokenize_command},
     {"template", "render a chat template with messages and print the exact prompt", minfer::cli::template_command},
     {"grammar", "print the GBNF for a JSON Schema, or check a GBNF grammar", minfer::cli::grammar_command},
+    {"serve", "OpenAI-compatible HTTP server with continuous batching (minfer serve <model.gguf>)",
+     minfer::cli::serve_command},
     {"specverify", "measure the speculative verify-step cost C(nt) and its amortization",
      minfer::cli::specverify_command},
 };

@@ -1,0 +1,233 @@
+// `minfer serve MODEL [options]`: the OpenAI-compatible HTTP server. Binds first (so /health answers 503
+// while the model loads), loads the model, checks that its chat template renders, starts the batcher,
+// prints one startup line, and on SIGINT/SIGTERM drains (MINFER_DRAIN_MS) and exits 0.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <pthread.h>
+
+#include <fmt/format.h>
+
+#include "chat/chat_template.h"
+#include "cli/cli_app.h"
+#include "cli/sampling_options.h"
+#include "engine/batcher.h"
+#include "engine/engine.h"
+#include "kv/kv_cache.h"
+#include "server/http.h"
+#include "server/server.h"
+
+namespace minfer::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int32_t n_slots = 4;
+  int32_t n_ctx = 4096;
+  int32_t queue_depth = 64;
+  std::string api_key;
+  std::string alias;
+  std::string slots_file;
+  std::string max_body = "8M";
+  int32_t threads = 0;
+  int32_t batch = 512;
+  std::string cache_type;
+  std::string chat_template_file;
+  std::string reasoning_format = "auto";
+};
+
+int64_t drain_ms_from_env() {
+  const char* env = std::getenv("MINFER_DRAIN_MS");
+  if (env == nullptr || *env == '\0') return 30000;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  if (*end != '\0' || v < 0) {
+    fmt::print(stderr,
+               "minfer serve: MINFER_DRAIN_MS='{}' is not a whole number of milliseconds; using 30000\n",
+               env);
+    return 30000;
+  }
+  return v;
+}
+
+Result<chat::ChatTemplate> load_template(const ServeArgs& args, engine::Engine& engine) {
+  std::string source;
+  if (!args.chat_template_file.empty()) {
+    std::ifstream in(args.chat_template_file, std::ios::binary);
+    if (!in) return not_found("cannot read '{}'", args.chat_template_file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    source = ss.str();
+  } else if (engine.file().metadata().contains("tokenizer.chat_template")) {
+    MINFER_ASSIGN_OR_RETURN(source, engine.file().metadata().get_string("tokenizer.chat_template"));
+  }
+  chat::ChatTemplate tmpl = chat::ChatTemplate::chatml();
+  if (source.empty()) {
+    fmt::print(stderr, "minfer serve: the model has no chat template; using generic ChatML\n");
+  } else {
+    auto parsed = chat::ChatTemplate::parse(source);
+    if (!parsed.ok()) return parsed.status().with_context("chat template: ");
+    tmpl = std::move(*parsed);
+  }
+  // Refuse to start on a template that cannot render an ordinary conversation.
+  chat::ChatInputs probe;
+  probe.messages = {{{"role", "system"}, {"content", "You are helpful."}},
+                    {{"role", "user"}, {"content", "Hi"}},
+                    {{"role", "assistant"}, {"content", "Hello."}},
+                    {{"role", "user"}, {"content", "Bye"}}};
+  probe.add_generation_prompt = true;
+  const tokenizer::Tokenizer& tok = engine.tokenizer();
+  probe.extra["bos_token"] = tok.bos() >= 0 ? std::string(tok.token_bytes(tok.bos())) : std::string();
+  probe.extra["eos_token"] = tok.eos() >= 0 ? std::string(tok.token_bytes(tok.eos())) : std::string();
+  auto rendered = tmpl.render(probe);
+  if (!rendered.ok()) return rendered.status().with_context("chat template cannot render a conversation: ");
+  return tmpl;
+}
+
+}  // namespace
+
+int serve_command(const Args& argv) {
+  CLI::App app("Serve a model over an OpenAI-compatible HTTP API with continuous batching.", "minfer serve");
+  ServeArgs args;
+  sampling::SamplerConfig sampling;
+  app.add_option("model", args.model, "GGUF model file")->required();
+  app.add_option("--host", args.host, "address to bind")->capture_default_str();
+  app.add_option("--port", args.port, "port to bind (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--n-slots", args.n_slots, "sequences decoded together")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_option("-c,--n-ctx", args.n_ctx, "total context (KV cells) shared by the slots")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--queue-depth", args.queue_depth,
+                 "requests that may wait for a slot (0: refuse when none is idle)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 16));
+  app.add_option("--api-key", args.api_key,
+                 "require Authorization: Bearer KEY on /v1 and /metrics (env MINFER_API_KEY)");
+  app.add_option("--alias", args.alias, "model id reported by /v1/models (default: the file name)");
+  app.add_option("--slots-file", args.slots_file,
+                 "save slot contexts here after each request; restore at start");
+  app.add_option("--max-body", args.max_body, "largest request body (e.g. 8M, 512k)")->capture_default_str();
+  app.add_option("-t,--threads", args.threads, "threads (0: one per core)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  app.add_option("-b,--batch-size", args.batch, "tokens per forward step")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option("--cache-type", args.cache_type,
+                 "KV cache type: f32, f16 (default) or q8_0 (env MINFER_CACHE_TYPE)");
+  app.add_option("--chat-template", args.chat_template_file,
+                 "Jinja chat template file overriding the model's");
+  app.add_option("--reasoning-format", args.reasoning_format,
+                 "auto: a leading <think> block goes to reasoning_content; none: keep it in content")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "none", "deepseek"}));
+  add_sampling_options(app, sampling);
+  if (int code = parse_args(app, argv); code >= 0) return code;
+
+  if (args.api_key.empty()) {
+    if (const char* env = std::getenv("MINFER_API_KEY")) args.api_key = env;
+  }
+  auto max_body = server::parse_byte_size(args.max_body);
+  if (!max_body.ok()) return fail(max_body.status().with_context("--max-body: "));
+  std::string cache_type = args.cache_type;
+  if (cache_type.empty()) {
+    const char* env = std::getenv("MINFER_CACHE_TYPE");
+    cache_type = env != nullptr ? env : "f16";
+  }
+  auto kv_type = dtype_from_name(cache_type);
+  if (!kv_type) return fail(invalid_argument("unknown --cache-type '{}' (use f32, f16 or q8_0)", cache_type));
+  if (Status st = kv::check_cache_type(*kv_type); !st.ok()) return fail(st);
+  const int64_t drain_ms = drain_ms_from_env();
+
+  // Signals are taken by sigwait below, never by an asynchronous handler; block them before any thread
+  // starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  server::ServerOptions sopts;
+  sopts.model_id = !args.alias.empty() ? args.alias : std::filesystem::path(args.model).stem().string();
+  sopts.api_key = args.api_key;
+  sopts.reasoning = args.reasoning_format != "none";
+  sopts.sampling = sampling;
+  server::Server server(sopts);
+
+  server::HttpOptions hopts;
+  hopts.host = args.host;
+  hopts.port = args.port;
+  hopts.max_body = *max_body;
+  hopts.n_threads = std::min(512, args.n_slots + args.queue_depth + 8);
+  auto http = server::HttpServer::bind(server, hopts);
+  if (!http.ok()) return fail(http.status());
+  std::thread http_thread([&] { (*http)->run(); });
+  auto shutdown_http = [&] {
+    (*http)->stop();
+    http_thread.join();
+  };
+
+  engine::EngineOptions eopts;
+  eopts.n_ctx = args.n_ctx;
+  eopts.n_threads = args.threads;
+  eopts.n_batch = args.batch;
+  eopts.cache_type = *kv_type;
+  auto loaded = engine::Engine::load(args.model, eopts);
+  if (!loaded.ok()) {
+    shutdown_http();
+    return fail(loaded.status());
+  }
+  engine::Engine& engine = **loaded;
+  if (Status st = sampling.validate(engine.n_vocab()); !st.ok()) {
+    shutdown_http();
+    return fail(st);
+  }
+  auto tmpl = load_template(args, engine);
+  if (!tmpl.ok()) {
+    shutdown_http();
+    return fail(tmpl.status());
+  }
+  engine::BatcherOptions bopts;
+  bopts.n_slots = args.n_slots;
+  bopts.queue_depth = args.queue_depth;
+  bopts.n_batch = args.batch;
+  bopts.slots_file = args.slots_file;
+  auto batcher = engine::Batcher::create(engine, bopts);
+  if (!batcher.ok()) {
+    shutdown_http();
+    return fail(batcher.status());
+  }
+  server.set_model(&engine, batcher->get(), std::move(*tmpl));
+  fmt::print(
+      "minfer serve: listening on http://{}:{} model={} slots={} ctx={} threads={} batching=on "
+      "queue={}{}{}\n",
+      args.host, (*http)->port(), sopts.model_id, args.n_slots, engine.n_ctx(), engine.n_threads(),
+      args.queue_depth, args.api_key.empty() ? "" : " auth=on",
+      args.slots_file.empty() ? "" : " slots-file=" + args.slots_file);
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  fmt::print(stderr, "minfer serve: {} received, draining (up to {} ms)\n",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", drain_ms);
+  server.begin_drain();
+  (*http)->stop();
+  const int64_t abandoned = (*batcher)->drain(std::chrono::milliseconds(drain_ms));
+  http_thread.join();
+  fmt::print(stderr, "minfer serve: drained; {} request(s) abandoned\n", abandoned);
+  batcher->reset();
+  return 0;
+}
+
+}  // namespace minfer::cli

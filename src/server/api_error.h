@@ -1,0 +1,31 @@
+// The OpenAI error object every failed route answers with: {"error":{"message","type","param","code"}},
+// plus the HTTP status it travels with. Shared by request parsing, the routes and the stream framing.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace minfer::server {
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // the offending request field, "" for none (null in JSON)
+
+  // {"error":{"code":status,"message":...,"type":...,"param":...|null}}
+  nlohmann::ordered_json to_json() const;
+};
+
+inline ApiError bad_request(std::string message, std::string param = {}) {
+  return ApiError{400, std::move(message), "invalid_request_error", std::move(param)};
+}
+
+// Maps a library Status to the HTTP error it means for a client: bad input and bounds are 400,
+// kUnavailable is 503 (unavailable_error), anything else 500 (server_error).
+ApiError api_error_from_status(const Status& status);
+
+}  // namespace minfer::server

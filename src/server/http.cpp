@@ -1,0 +1,234 @@
+// cpp-httplib adapter (see http.h): converts httplib requests to HttpRequest, Server responses back,
+// streams through chunked transfer, and tells the Server when a waiting client has hung up.
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include <httplib.h>
+
+#include <fmt/format.h>
+
+#include "server/sse.h"
+
+namespace minfer::server {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+int sockaddr_port(const sockaddr_storage& a) {
+  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+  return -1;
+}
+
+// The connected socket this request arrived on, found by its (local port, remote port) pair; -1 when
+// not found. httplib 0.11 does not expose it, and a non-streamed answer needs it to notice a hang-up.
+int find_connection_fd(int local_port, int remote_port) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int found = -1;
+  while (dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0') continue;
+    struct stat st {};
+    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t ll = sizeof(local), pl = sizeof(peer);
+    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &ll) != 0) continue;
+    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &pl) != 0) continue;
+    if (sockaddr_port(local) == local_port && sockaddr_port(peer) == remote_port) {
+      found = static_cast<int>(fd);
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+// True once the peer has closed its side (orderly FIN or reset). Data waiting (a pipelined request)
+// counts as alive.
+bool peer_closed(int fd) {
+  char c = 0;
+  const ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return true;
+  if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+  return false;
+}
+
+class SinkStream : public ResponseStream {
+ public:
+  explicit SinkStream(httplib::DataSink& sink) : sink_(sink) {}
+  bool write(std::string_view data) override {
+    if (!ok_) return false;
+    if (!sink_.is_writable() || !sink_.write(data.data(), data.size())) ok_ = false;
+    return ok_;
+  }
+  bool alive() override {
+    if (ok_ && !sink_.is_writable()) ok_ = false;
+    return ok_;
+  }
+
+ private:
+  httplib::DataSink& sink_;
+  bool ok_ = true;
+};
+
+}  // namespace
+
+Result<size_t> parse_byte_size(const std::string& text) {
+  if (text.empty()) return invalid_argument("empty size");
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  std::string unit = lower(std::string(end));
+  if (!unit.empty() && unit.back() == 'b') unit.pop_back();
+  if (!unit.empty() && unit.back() == 'i') unit.pop_back();
+  double mult = 1;
+  if (unit == "k")
+    mult = 1024.0;
+  else if (unit == "m")
+    mult = 1024.0 * 1024;
+  else if (unit == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty())
+    return invalid_argument("'{}' is not a size (use e.g. 8M, 512k, 1000)", text);
+  if (end == text.c_str() || !(v > 0) || v * mult > 1e12)
+    return invalid_argument("'{}' is not a size (use e.g. 8M, 512k, 1000)", text);
+  return static_cast<size_t>(v * mult);
+}
+
+struct HttpServer::Impl {
+  Server* server = nullptr;
+  httplib::Server http;
+  int port = 0;
+  // stop() may come before run() has started listening: it must neither be lost nor wait forever.
+  std::mutex mu;
+  bool stop_requested = false;
+  bool entered = false;
+  std::atomic<bool> returned{false};
+};
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HttpServer::~HttpServer() {
+  stop();
+}
+
+int HttpServer::port() const {
+  return impl_->port;
+}
+
+void HttpServer::run() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    if (impl_->stop_requested) {
+      impl_->returned = true;
+      return;
+    }
+    impl_->entered = true;
+  }
+  impl_->http.listen_after_bind();
+  impl_->returned = true;
+}
+
+void HttpServer::stop() {
+  if (!impl_) return;
+  bool entered = false;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stop_requested = true;
+    entered = impl_->entered;
+  }
+  if (!entered) return;  // run() will not listen
+  // run() is entering listen: wait until httplib reports it running (or it already returned), then stop it.
+  while (!impl_->http.is_running() && !impl_->returned) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (impl_->http.is_running()) impl_->http.stop();
+}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::bind(Server& server, const HttpOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->server = &server;
+  httplib::Server& http = impl->http;
+  const int n_threads = std::max(2, options.n_threads);
+  http.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
+  http.set_payload_max_length(options.max_body);
+  http.set_tcp_nodelay(true);
+  http.set_keep_alive_timeout(5);
+  http.set_read_timeout(30, 0);
+  http.set_write_timeout(30, 0);
+
+  Server* srv = &server;
+  auto handler = [srv](const httplib::Request& req, httplib::Response& res) {
+    HttpRequest r;
+    r.method = req.method;
+    r.path = req.path;
+    r.body = req.body;
+    for (const auto& [k, v] : req.headers) r.headers.emplace(lower(k), v);
+    int fd = -2;  // looked up on first use
+    auto alive = [&]() {
+      if (fd == -2) fd = find_connection_fd(req.local_port, req.remote_port);
+      return fd < 0 || !peer_closed(fd);
+    };
+    HttpResponse out = srv->handle(r, alive);
+    res.status = out.status == 499 ? 400 : out.status;  // nobody reads a cancelled answer
+    for (const auto& [k, v] : out.headers) res.set_header(k, v);
+    if (out.stream) {
+      auto fn = std::make_shared<std::function<void(ResponseStream&)>>(std::move(out.stream));
+      res.set_chunked_content_provider(
+          out.content_type,
+          [fn](size_t, httplib::DataSink& sink) {
+            SinkStream stream(sink);
+            (*fn)(stream);
+            *fn = nullptr;  // completes (or cancels) the request now, not when httplib drops the provider
+            sink.done();
+            return true;
+          },
+          [fn](bool) { *fn = nullptr; });
+    } else {
+      res.set_content(out.body, out.content_type);
+    }
+  };
+  const std::string any = ".*";
+  http.Get(any, handler);
+  http.Post(any, handler);
+  http.Put(any, handler);
+  http.Patch(any, handler);
+  http.Delete(any, handler);
+  http.Options(any, handler);
+  // Statuses httplib answers itself (413 over --max-body, 400 malformed HTTP, 404 unknown method)
+  // still carry the OpenAI error object.
+  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    ApiError e;
+    e.status = res.status;
+    if (res.status == 413) {
+      e.message = "the request body is larger than --max-body";
+    } else {
+      e.message = res.status == 400 ? "malformed HTTP request" : fmt::format("HTTP status {}", res.status);
+      e.type = res.status >= 500 ? "server_error" : "invalid_request_error";
+    }
+    res.set_content(dump_json(e.to_json()), "application/json");
+  });
+
+  const int port = options.port == 0 ? http.bind_to_any_port(options.host)
+                                     : (http.bind_to_port(options.host, options.port) ? options.port : -1);
+  if (port <= 0)
+    return io_error("cannot listen on {}:{} (in use, or not a local address)", options.host, options.port);
+  impl->port = port;
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+}  // namespace minfer::server

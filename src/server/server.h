@@ -1,0 +1,109 @@
+// The OpenAI-compatible server's routes, independent of the HTTP library: a request (method, path,
+// headers, body) becomes a response, or a stream the HTTP layer pumps as server-sent events. It
+// translates JSON to engine::BatchRequest, submits to the Batcher and turns BatchEvents back into OpenAI
+// shapes (reasoning split, tool calls, logprobs, usage). Auth, drain and loading states live here too.
+//
+//   Server server(options);                         // /health answers 503 "loading" from now on
+//   server.set_model(engine.get(), batcher.get(), std::move(tmpl));   // ready
+//   HttpResponse res = server.handle(req, [&] { return client_still_connected(); });
+//
+// Threading: handle() is called concurrently by the HTTP layer's threads; everything it touches is
+// immutable after set_model(), atomic, or the Batcher (thread-safe). A /metrics scrape reads atomics only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "engine/batcher.h"
+#include "engine/engine.h"
+#include "sampling/config.h"
+#include "server/api_error.h"
+#include "server/metrics.h"
+
+namespace minfer::server {
+
+struct HttpRequest {
+  std::string method;                          // "GET", "POST", ...
+  std::string path;                            // without the query string
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+  std::string header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? std::string() : it->second;
+  }
+};
+
+// Where a streamed body goes. write() returns false once the client is gone.
+class ResponseStream {
+ public:
+  virtual ~ResponseStream() = default;
+  virtual bool write(std::string_view data) = 0;
+  virtual bool alive() = 0;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  // When set, the body is produced by this call (text/event-stream, chunked) after the headers are sent.
+  std::function<void(ResponseStream&)> stream;
+};
+
+struct ServerOptions {
+  std::string model_id;              // what /v1/models lists and responses name
+  std::string api_key;               // "" = no auth
+  bool reasoning = true;             // false: --reasoning-format none (a <think> block stays in content)
+  sampling::SamplerConfig sampling;  // defaults for every request
+};
+
+class Server {
+ public:
+  explicit Server(ServerOptions options);
+  ~Server();
+
+  // Makes the server ready. `engine` and `batcher` must outlive the server's last handle() call.
+  void set_model(engine::Engine* engine, engine::Batcher* batcher, chat::ChatTemplate tmpl);
+  bool ready() const { return ready_.load(std::memory_order_acquire); }
+
+  // From now on every route but /metrics answers 503 and /health reports draining.
+  void begin_drain() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
+
+  // `client_alive` is polled while a non-streamed answer is computed; false cancels the request.
+  HttpResponse handle(const HttpRequest& request, const std::function<bool()>& client_alive);
+
+  // Error response in the OpenAI shape (503 adds Retry-After).
+  static HttpResponse error_response(const ApiError& error);
+  const ServerOptions& options() const { return options_; }
+  // The /metrics text (never waits on the model).
+  std::string metrics_text() const;
+
+ private:
+  HttpResponse route(const HttpRequest& request, const std::function<bool()>& client_alive);
+  HttpResponse completions(const HttpRequest& request, bool chat, const std::function<bool()>& client_alive);
+  HttpResponse tokenize(const HttpRequest& request);
+  HttpResponse detokenize(const HttpRequest& request);
+  HttpResponse models(const std::string& id);
+  bool authorized(const HttpRequest& request) const;
+
+  ServerOptions options_;
+  int64_t created_ = 0;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> draining_{false};
+  engine::Engine* engine_ = nullptr;
+  engine::Batcher* batcher_ = nullptr;
+  std::optional<chat::ChatTemplate> template_;
+  std::atomic<int64_t> rejected_{0}, in_flight_{0}, errors_4xx_{0}, errors_5xx_{0};
+};
+
+}  // namespace minfer::server

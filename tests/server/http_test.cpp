@@ -1,0 +1,446 @@
+// The real server over loopback HTTP on a tiny generated model: every route, the error statuses of the
+// issue, SSE framing, stream == non-stream, n choices, logprobs, tool calls and reasoning end to end,
+// cancellation by disconnect, drain, and batching invariance.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+
+#include "server/test_server.h"
+
+namespace minfer::server::test {
+namespace {
+
+std::string chat_body(const std::string& user, int max_tokens, json extra = json::object()) {
+  json b = {
+      {"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", user}}}}, {"max_tokens", max_tokens}};
+  for (auto& [k, v] : extra.items()) b[k] = v;
+  return b.dump();
+}
+
+// The text of a streamed chat answer: joined delta.content, plus reasoning and tool calls.
+struct Streamed {
+  std::string content, reasoning, finish;
+  json tool_calls = json::array();
+  json usage;
+  bool role_first = false, done_last = false;
+  int n_chunks = 0;
+};
+
+Streamed parse_stream(const std::string& body, int choice = 0) {
+  Streamed s;
+  auto frames = sse_payloads(body);
+  s.done_last = !frames.empty() && frames.back() == "[DONE]";
+  bool first = true;
+  for (const auto& f : frames) {
+    if (f == "[DONE]") continue;
+    json j = json::parse(f, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << f;
+    if (j.contains("error")) {
+      s.finish = "error";
+      continue;
+    }
+    if (j["choices"].empty()) {
+      s.usage = j["usage"];
+      continue;
+    }
+    for (const auto& c : j["choices"]) {
+      if (c["index"] != choice) continue;
+      ++s.n_chunks;
+      if (first) {
+        s.role_first = c.contains("delta") && c["delta"].value("role", "") == "assistant";
+        first = false;
+      }
+      if (c.contains("text")) s.content += c["text"].get<std::string>();
+      if (c.contains("delta")) {
+        const json& d = c["delta"];
+        if (d.contains("content") && d["content"].is_string()) s.content += d["content"].get<std::string>();
+        if (d.contains("reasoning_content")) s.reasoning += d["reasoning_content"].get<std::string>();
+        if (d.contains("tool_calls"))
+          for (const auto& t : d["tool_calls"]) s.tool_calls.push_back(t);
+      }
+      if (!c["finish_reason"].is_null()) s.finish = c["finish_reason"];
+    }
+  }
+  return s;
+}
+
+class Http : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = new TestServer(); }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(server_->ok()); }
+  static TestServer* server_;
+};
+TestServer* Http::server_ = nullptr;
+
+void expect_error(const Reply& r, int status, const std::string& needle) {
+  EXPECT_EQ(r.status, status) << r.raw;
+  ASSERT_TRUE(r.body.is_object()) << r.raw;
+  ASSERT_TRUE(r.body.contains("error")) << r.raw;
+  const json& e = r.body["error"];
+  for (const char* k : {"message", "type", "param", "code"})
+    EXPECT_TRUE(e.contains(k)) << k << " in " << r.raw;
+  EXPECT_NE(e["message"].get<std::string>().find(needle), std::string::npos) << r.raw;
+}
+
+TEST_F(Http, HealthModelsAndUnknownRoutes) {
+  Reply h = get(*server_, "/health");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(h.body, json({{"status", "ok"}}));
+  Reply m = get(*server_, "/v1/models");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_EQ(m.body["object"], "list");
+  EXPECT_EQ(m.body["data"][0]["id"], "tiny");
+  EXPECT_EQ(m.body["data"][0]["object"], "model");
+  Reply one = get(*server_, "/v1/models/tiny");
+  EXPECT_EQ(one.status, 200);
+  EXPECT_EQ(one.body["id"], "tiny");
+  expect_error(get(*server_, "/v1/models/gpt-4"), 404, "gpt-4");
+  expect_error(get(*server_, "/v1/nothing"), 404, "no route");
+  expect_error(get(*server_, "/v1/chat/completions"), 405, "not allowed");
+  expect_error(post(*server_, "/health", "{}"), 405, "not allowed");
+  expect_error(post(*server_, "/v1/chat/completions",
+                    R"({"model":"gpt-4","messages":[{"role":"user","content":"x"}]})"),
+               404, "gpt-4");
+}
+
+TEST_F(Http, TokenizeDetokenize) {
+  Reply t = post(*server_, "/tokenize", R"({"content":"hello world"})");
+  ASSERT_EQ(t.status, 200) << t.raw;
+  ASSERT_TRUE(t.body["tokens"].is_array());
+  ASSERT_FALSE(t.body["tokens"].empty());
+  Reply d = post(*server_, "/detokenize", json({{"tokens", t.body["tokens"]}}).dump());
+  ASSERT_EQ(d.status, 200);
+  EXPECT_EQ(d.body["content"], "hello world");
+  Reply p = post(*server_, "/tokenize", R"({"content":"hi","with_pieces":true})");
+  EXPECT_TRUE(p.body["tokens"][0].contains("piece"));
+  expect_error(post(*server_, "/detokenize", R"({"tokens":[-1]})"), 400, "outside the vocabulary");
+  expect_error(post(*server_, "/tokenize", R"({"content":5})"), 400, "'content'");
+}
+
+TEST_F(Http, ChatCompletionShape) {
+  Reply r = post(*server_, "/v1/chat/completions", chat_body("Hello there", 8));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const json& b = r.body;
+  EXPECT_EQ(b["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(b["object"], "chat.completion");
+  EXPECT_TRUE(b["created"].is_number_integer());
+  EXPECT_EQ(b["model"], "tiny");
+  ASSERT_EQ(b["choices"].size(), 1u);
+  const json& c = b["choices"][0];
+  EXPECT_EQ(c["index"], 0);
+  EXPECT_EQ(c["message"]["role"], "assistant");
+  EXPECT_TRUE(c["message"]["content"].is_string());
+  EXPECT_TRUE(c["finish_reason"] == "stop" || c["finish_reason"] == "length");
+  const json& u = b["usage"];
+  EXPECT_GT(u["prompt_tokens"].get<int>(), 0);
+  EXPECT_LE(u["completion_tokens"].get<int>(), 8);
+  EXPECT_EQ(u["total_tokens"], u["prompt_tokens"].get<int>() + u["completion_tokens"].get<int>());
+  EXPECT_TRUE(u["prompt_tokens_details"]["cached_tokens"].is_number_integer());
+  if (c["finish_reason"] == "length") {
+    EXPECT_EQ(u["completion_tokens"], 8);
+  }
+}
+
+TEST_F(Http, StreamFramingAndStreamEqualsNonStream) {
+  const json extra = {{"temperature", 0.9}, {"seed", 1234}, {"top_k", 0}};
+  Reply plain = post(*server_, "/v1/chat/completions", chat_body("Tell me a story", 24, extra));
+  ASSERT_EQ(plain.status, 200) << plain.raw;
+  json sx = extra;
+  sx["stream"] = true;
+  sx["stream_options"] = {{"include_usage", true}};
+  Reply streamed = post(*server_, "/v1/chat/completions", chat_body("Tell me a story", 24, sx));
+  ASSERT_EQ(streamed.status, 200);
+  EXPECT_NE(streamed.header("Content-Type").find("text/event-stream"), std::string::npos);
+  // Framing: every frame is "data: <payload>\n\n".
+  EXPECT_EQ(streamed.raw.rfind("data: ", 0), 0u);
+  EXPECT_EQ(streamed.raw.substr(streamed.raw.size() - 14), "data: [DONE]\n\n");
+  Streamed s = parse_stream(streamed.raw);
+  EXPECT_TRUE(s.role_first);
+  EXPECT_TRUE(s.done_last);
+  EXPECT_EQ(s.finish, plain.body["choices"][0]["finish_reason"]);
+  EXPECT_EQ(s.content, plain.body["choices"][0]["message"]["content"]);
+  ASSERT_TRUE(s.usage.is_object()) << streamed.raw;
+  EXPECT_EQ(s.usage["completion_tokens"], plain.body["usage"]["completion_tokens"]);
+  // The finish_reason chunk is the last one with choices; the usage chunk comes after it with no choices.
+  auto frames = sse_payloads(streamed.raw);
+  ASSERT_GE(frames.size(), 3u);
+  json usage_chunk = json::parse(frames[frames.size() - 2]);
+  EXPECT_TRUE(usage_chunk["choices"].empty());
+  json last = json::parse(frames[frames.size() - 3]);
+  EXPECT_FALSE(last["choices"][0]["finish_reason"].is_null());
+  // Without include_usage there is no usage chunk.
+  sx.erase("stream_options");
+  Streamed s2 =
+      parse_stream(post(*server_, "/v1/chat/completions", chat_body("Tell me a story", 24, sx)).raw);
+  EXPECT_TRUE(s2.usage.is_null());
+  EXPECT_EQ(s2.content, s.content);
+}
+
+TEST_F(Http, CompletionsWithTextAndTokenPrompts) {
+  Reply r = post(*server_, "/v1/completions", R"({"prompt":"The sky is","max_tokens":6,"temperature":0})");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["object"], "text_completion");
+  EXPECT_TRUE(r.body["choices"][0]["text"].is_string());
+  Reply ids = post(*server_, "/tokenize", R"({"content":"The sky is"})");
+  Reply r2 = post(*server_, "/v1/completions",
+                  json({{"prompt", ids.body["tokens"]}, {"max_tokens", 6}, {"temperature", 0}}).dump());
+  ASSERT_EQ(r2.status, 200) << r2.raw;
+  EXPECT_EQ(r2.body["choices"][0]["text"], r.body["choices"][0]["text"]);
+  EXPECT_EQ(r2.body["usage"]["prompt_tokens"], ids.body["tokens"].size());
+  Reply st = post(*server_, "/v1/completions",
+                  R"({"prompt":"The sky is","max_tokens":6,"temperature":0,"stream":true})");
+  Streamed s = parse_stream(st.raw);
+  EXPECT_TRUE(s.done_last);
+  EXPECT_EQ(s.content, r.body["choices"][0]["text"]);
+}
+
+TEST_F(Http, ChoicesAndLogprobs) {
+  Reply r =
+      post(*server_, "/v1/chat/completions",
+           chat_body("Pick", 5,
+                     {{"n", 2}, {"temperature", 1.0}, {"seed", 7}, {"logprobs", true}, {"top_logprobs", 2}}));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  ASSERT_EQ(r.body["choices"].size(), 2u);
+  int total = 0;
+  for (int i = 0; i < 2; ++i) {
+    const json& c = r.body["choices"][i];
+    EXPECT_EQ(c["index"], i);
+    const json& lp = c["logprobs"]["content"];
+    ASSERT_TRUE(lp.is_array());
+    total += static_cast<int>(lp.size());
+    for (const auto& e : lp) {
+      EXPECT_LE(e["logprob"].get<double>(), 0.0);
+      EXPECT_EQ(e["top_logprobs"].size(), 2u);
+      EXPECT_TRUE(e["bytes"].is_array());
+    }
+  }
+  EXPECT_EQ(r.body["usage"]["completion_tokens"], total);  // usage counts every choice's tokens
+}
+
+TEST_F(Http, ValidationErrors) {
+  const std::string path = "/v1/chat/completions";
+  expect_error(post(*server_, path, "{not json"), 400, "not valid JSON");
+  expect_error(post(*server_, path, R"({"messages":[{"role":"pirate","content":"x"}]})"), 400,
+               "unknown role");
+  expect_error(post(*server_, path, chat_body("x", 0)), 400, "max_tokens");
+  expect_error(post(*server_, path, chat_body("x", 4, {{"temperature", 3}})), 400, "temperature");
+  expect_error(post(*server_, path, chat_body("x", 4, {{"top_p", 0}})), 400, "top_p");
+  expect_error(post(*server_, path, chat_body("x", 4, {{"n", 50}})), 400, "'n'");
+  expect_error(post(*server_, path, chat_body("x", 4, {{"logit_bias", {{"99999999", 1}}}})), 400,
+               "outside the vocabulary");
+  expect_error(post(*server_, path, chat_body("x", 4, {{"messages", "x"}})), 400, "messages");
+  expect_error(
+      post(
+          *server_, path,
+          chat_body("x", 4, {{"grammar", "root ::= \"a\""}, {"response_format", {{"type", "json_object"}}}})),
+      400, "grammar");
+  expect_error(post(*server_, path,
+                    chat_body("x", 4,
+                              {{"response_format",
+                                {{"type", "json_schema"},
+                                 {"json_schema", {{"schema", {{"type", "string"}, {"format", "ipv9"}}}}}}}})),
+               400, "#");
+  expect_error(post(*server_, path, chat_body("x", 4, {{"grammar", "root ::= undefined-rule"}})), 400,
+               "undefined-rule");
+  // A prompt longer than the context names both counts.
+  std::string big;
+  for (int i = 0; i < 1500; ++i) big += "word ";
+  Reply r = post(*server_, path, chat_body(big, 4));
+  expect_error(r, 400, "context holds 1024");
+  EXPECT_NE(r.raw.find("the prompt has "), std::string::npos);
+  expect_error(post(*server_, "/v1/completions", R"({"prompt":[1,2],"max_tokens":-1})"), 400, "max_tokens");
+}
+
+TEST_F(Http, BodyOverMaxBodyIs413) {
+  std::string big(2u << 20, 'x');
+  Reply r = post(*server_, "/v1/chat/completions", big);
+  expect_error(r, 413, "max-body");
+}
+
+TEST_F(Http, MetricsAreProometheusText) {
+  Reply m = get(*server_, "/metrics");
+  ASSERT_EQ(m.status, 200);
+  EXPECT_NE(m.header("Content-Type").find("text/plain; version=0.0.4"), std::string::npos);
+  for (const char* name : {"minfer_requests_total", "minfer_queue_depth", "minfer_requests_running",
+                           "minfer_completion_tokens_total", "minfer_completion_tokens_per_second",
+                           "minfer_draining", "minfer_kv_used_cells"}) {
+    EXPECT_GE(metric(m.raw, name), 0) << name;
+  }
+}
+
+// Greedy answers do not depend on what else is in the batch.
+TEST_F(Http, BatchingInvariance) {
+  const std::vector<std::string> prompts = {"alpha beta", "the quick brown fox jumps", "one",
+                                            "lorem ipsum dolor sit amet"};
+  std::vector<std::string> alone;
+  for (const auto& p : prompts) {
+    Reply r = post(*server_, "/v1/chat/completions", chat_body(p, 16, {{"temperature", 0}}));
+    ASSERT_EQ(r.status, 200) << r.raw;
+    alone.push_back(r.body["choices"][0]["message"]["content"]);
+  }
+  std::vector<std::future<Reply>> futures;
+  for (const auto& p : prompts)
+    futures.push_back(std::async(std::launch::async, [p] {
+      return post(*server_, "/v1/chat/completions", chat_body(p, 16, {{"temperature", 0}}));
+    }));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Reply r = futures[i].get();
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(r.body["choices"][0]["message"]["content"], alone[i]) << prompts[i];
+  }
+}
+
+// A forced <think> shape (grammar) ends up in reasoning_content, streamed and not.
+TEST_F(Http, ReasoningSplitEndToEnd) {
+  const json extra = {{"grammar", "root ::= \"<think>\" [a-z ]{3,12} \"</think>\" [a-z]{2,6}"},
+                      {"temperature", 0}};
+  Reply r = post(*server_, "/v1/chat/completions", chat_body("Think first", 40, extra));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const json& msg = r.body["choices"][0]["message"];
+  ASSERT_TRUE(msg.contains("reasoning_content")) << r.raw;
+  EXPECT_GE(msg["reasoning_content"].get<std::string>().size(), 3u);
+  EXPECT_EQ(msg["content"].get<std::string>().find("<think>"), std::string::npos);
+  json sx = extra;
+  sx["stream"] = true;
+  Streamed s = parse_stream(post(*server_, "/v1/chat/completions", chat_body("Think first", 40, sx)).raw);
+  EXPECT_EQ(s.reasoning, msg["reasoning_content"]);
+  EXPECT_EQ(s.content, msg["content"]);
+}
+
+// Disconnecting mid-stream frees the slot: the request is cancelled, not completed.
+TEST_F(Http, ClientDisconnectCancels) {
+  const auto& tok = server_->engine().tokenizer();
+  json bias = json::object();
+  for (int32_t id : tok.eog_ids()) bias[std::to_string(id)] = -100;  // never ends by itself
+  const std::string body =
+      chat_body("Go on forever", 900, {{"stream", true}, {"logit_bias", bias}, {"temperature", 0}});
+  const double cancelled0 = metric(get(*server_, "/metrics").raw, "minfer_requests_cancelled_total");
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string req =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  char buf[512];
+  ASSERT_GT(read(fd, buf, sizeof(buf)), 0);  // the stream has started
+  close(fd);
+  double cancelled = cancelled0, running = 1;
+  for (int i = 0; i < 200 && (cancelled <= cancelled0 || running > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    const std::string m = get(*server_, "/metrics").raw;
+    cancelled = metric(m, "minfer_requests_cancelled_total");
+    running = metric(m, "minfer_requests_running");
+  }
+  EXPECT_EQ(cancelled, cancelled0 + 1);
+  EXPECT_EQ(running, 0);
+}
+
+TEST(HttpAuth, ApiKeyGuardsV1AndMetricsButNotHealth) {
+  TestServerOptions o;
+  o.api_key = "sekret";
+  TestServer s(o);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(get(s, "/health").status, 200);
+  expect_error(get(s, "/v1/models"), 401, "API key");
+  expect_error(get(s, "/v1/models", "wrong"), 401, "API key");
+  expect_error(get(s, "/metrics"), 401, "API key");
+  expect_error(post(s, "/v1/chat/completions", chat_body("x", 2)), 401, "API key");
+  EXPECT_EQ(get(s, "/v1/models", "sekret").status, 200);
+  EXPECT_EQ(get(s, "/metrics", "sekret").status, 200);
+  EXPECT_EQ(post(s, "/v1/chat/completions", chat_body("x", 2), "sekret").status, 200);
+}
+
+// --queue-depth 0: a request that finds no idle slot gets 503 "no idle slot" with Retry-After, before any
+// stream starts; and draining answers 503 while the accepted request still completes.
+TEST(HttpSaturation, NoIdleSlotThenDrain) {
+  TestServerOptions o;
+  o.n_slots = 1;
+  o.queue_depth = 0;
+  TestServer s(o);
+  ASSERT_TRUE(s.ok());
+  json bias = json::object();
+  for (int32_t id : s.engine().tokenizer().eog_ids()) bias[std::to_string(id)] = -100;
+  auto busy = std::async(std::launch::async, [&] {
+    return post(s, "/v1/chat/completions",
+                chat_body("long", 400, {{"logit_bias", bias}, {"temperature", 0}}));
+  });
+  // Wait until it occupies the slot.
+  for (int i = 0; i < 200 && metric(get(s, "/metrics").raw, "minfer_requests_in_flight") < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  Reply r = post(s, "/v1/chat/completions", chat_body("x", 2, {{"stream", true}}));
+  expect_error(r, 503, "no idle slot");
+  EXPECT_EQ(r.body["error"]["type"], "unavailable_error");
+  EXPECT_EQ(r.body["error"]["code"], 503);
+  EXPECT_EQ(r.header("Retry-After"), "1");
+  // Drain: new requests 503, /health 503, the accepted one finishes normally.
+  s.server().begin_drain();
+  expect_error(post(s, "/v1/chat/completions", chat_body("x", 2)), 503, "draining");
+  EXPECT_EQ(get(s, "/health").status, 503);
+  const int64_t abandoned = s.batcher().drain(std::chrono::milliseconds(60000));
+  EXPECT_EQ(abandoned, 0);
+  Reply done = busy.get();
+  EXPECT_EQ(done.status, 200) << done.raw;
+  EXPECT_EQ(done.body["usage"]["completion_tokens"], 400);
+  EXPECT_EQ(metric(get(s, "/metrics").raw, "minfer_draining"), 1);
+}
+
+// The real Qwen3 chat template renders the tools; tool_choice "required" forces a well-formed call that
+// comes back as message.tool_calls (and delta.tool_calls when streaming).
+TEST(HttpTools, RequiredToolChoiceGivesAParsedCall) {
+  MINFER_REQUIRE_FIXTURES();
+  TestServerOptions o;
+  o.real_vocab = true;
+  o.n_ctx = 2048;
+  TestServer s(o);
+  ASSERT_TRUE(s.ok());
+  const json tools =
+      json::parse(R"([{"type":"function","function":{"name":"get_weather","description":"Weather",
+      "parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":8}},"required":["city"],
+      "additionalProperties":false}}}])");
+  json body = {{"model", "tiny"},  {"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
+               {"tools", tools},   {"tool_choice", "required"},
+               {"max_tokens", 80}, {"temperature", 0}};
+  Reply r = post(s, "/v1/chat/completions", body.dump());
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const json& c = r.body["choices"][0];
+  ASSERT_EQ(c["finish_reason"], "tool_calls") << r.raw;
+  const json& call = c["message"]["tool_calls"][0];
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  json args = json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(args.is_object()) << call.dump();
+  EXPECT_TRUE(args["city"].is_string());
+  EXPECT_TRUE(c["message"]["content"].is_null());
+  body["stream"] = true;
+  Streamed st = parse_stream(post(s, "/v1/chat/completions", body.dump()).raw);
+  EXPECT_EQ(st.finish, "tool_calls");
+  ASSERT_EQ(st.tool_calls.size(), 1u);
+  EXPECT_EQ(st.tool_calls[0]["index"], 0);
+  EXPECT_EQ(st.tool_calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(st.tool_calls[0]["function"]["arguments"], call["function"]["arguments"]);
+  // A conversation with an assistant tool call and its result renders through the template.
+  body["stream"] = false;
+  body["tool_choice"] = "auto";
+  body["max_tokens"] = 4;
+  body["messages"].push_back(
+      {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array({call})}});
+  body["messages"].push_back({{"role", "tool"}, {"tool_call_id", call["id"]}, {"content", "{\"temp\": 21}"}});
+  Reply follow = post(s, "/v1/chat/completions", body.dump());
+  EXPECT_EQ(follow.status, 200) << follow.raw;
+  EXPECT_GT(follow.body["usage"]["prompt_tokens"].get<int>(), r.body["usage"]["prompt_tokens"].get<int>());
+}
+
+}  // namespace
+}  // namespace minfer::server::test

@@ -1,0 +1,130 @@
+// The `minfer serve` binary as users run it: the startup line, SIGTERM with a request in flight (it
+// completes, new connections are refused, exit status 0), and a chat template that cannot render
+// refusing to start.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <regex>
+
+#include "server/test_server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace minfer::server::test {
+namespace {
+
+struct Child {
+  pid_t pid = -1;
+  int out = -1;  // the child's stdout
+  std::string stdout_text;
+};
+
+Child spawn(const std::vector<std::string>& args,
+            const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  Child c;
+  c.pid = fork();
+  if (c.pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    close(fds[1]);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(MINFER_BINARY, argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  c.out = fds[0];
+  return c;
+}
+
+// Reads the child's stdout until the startup line; returns the port or -1 (child exited / 60 s).
+int wait_for_port(Child& c) {
+  const std::regex re("listening on http://127\\.0\\.0\\.1:([0-9]+)");
+  for (int i = 0; i < 600; ++i) {
+    pollfd p{c.out, POLLIN, 0};
+    if (poll(&p, 1, 100) > 0) {
+      char buf[512];
+      const ssize_t n = read(c.out, buf, sizeof(buf));
+      if (n <= 0) return -1;
+      c.stdout_text.append(buf, static_cast<size_t>(n));
+      std::smatch m;
+      if (std::regex_search(c.stdout_text, m, re)) return std::stoi(m[1]);
+    }
+  }
+  return -1;
+}
+
+int wait_exit(pid_t pid, int seconds) {
+  for (int i = 0; i < seconds * 20; ++i) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+TEST(ServeBinary, SigtermDrainsTheRequestInFlightAndExitsZero) {
+  const std::string model = tiny_model();
+  ASSERT_FALSE(model.empty());
+  Child c = spawn({"minfer", "serve", model, "--port", "0", "-t", "1", "--n-slots", "2", "--alias", "tiny"},
+                  {{"MINFER_DRAIN_MS", "60000"}});
+  const int port = wait_for_port(c);
+  ASSERT_GT(port, 0) << c.stdout_text;
+  EXPECT_NE(c.stdout_text.find("model=tiny slots=2"), std::string::npos) << c.stdout_text;
+  EXPECT_NE(c.stdout_text.find("batching=on"), std::string::npos) << c.stdout_text;
+  auto client = [port] {
+    httplib::Client cl("127.0.0.1", port);
+    cl.set_read_timeout(120, 0);
+    return cl;
+  };
+  // The EOG ids, to keep the request generating until max_tokens.
+  auto file = gguf::File::open(model);
+  ASSERT_TRUE(file.ok());
+  auto tok = tokenizer::Tokenizer::from_gguf(file->metadata());
+  ASSERT_TRUE(tok.ok());
+  json bias = json::object();
+  for (int32_t id : tok->eog_ids()) bias[std::to_string(id)] = -100;
+  const std::string body = json({{"messages", {{{"role", "user"}, {"content", "count"}}}},
+                                 {"max_tokens", 300},
+                                 {"temperature", 0},
+                                 {"logit_bias", bias}})
+                               .dump();
+  auto in_flight = std::async(
+      std::launch::async, [&] { return client().Post("/v1/chat/completions", body, "application/json"); });
+  for (int i = 0; i < 400; ++i) {
+    auto m = client().Get("/metrics");
+    if (m && metric(m->body, "minfer_requests_in_flight") >= 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(kill(c.pid, SIGTERM), 0);
+  auto r = in_flight.get();
+  ASSERT_TRUE(r) << "the in-flight request was dropped";
+  EXPECT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"], 300) << r->body;
+  EXPECT_EQ(wait_exit(c.pid, 60), 0);
+  EXPECT_FALSE(client().Get("/health")) << "a new connection must be refused after shutdown";
+  close(c.out);
+}
+
+TEST(ServeBinary, RefusesATemplateThatCannotRender) {
+  const std::string model = tiny_model();
+  const std::string tmpl = minfer::test::temp_dir() + "/bad.jinja";
+  std::ofstream(tmpl) << "{{ raise_exception('this template refuses everything') }}";
+  Child c = spawn({"minfer", "serve", model, "--port", "0", "--chat-template", tmpl});
+  EXPECT_EQ(wait_exit(c.pid, 60), 1);
+  close(c.out);
+}
+
+}  // namespace
+}  // namespace minfer::server::test
