@@ -14,3 +14,12 @@ endif()
 if(MINFER_BUILD_BENCH)
   find_package(benchmark QUIET)
 endif()
+# Downloads (src/hub): libcurl4-openssl-dev; sha256 from OpenSSL's libcrypto (libssl-dev).
+find_package(CURL REQUIRED)
+find_package(OpenSSL REQUIRED)
+# cpp-httplib: Debian builds it as a library (libcpp-httplib.so + a declarations-only header).
+if(NOT TARGET minfer::httplib)
+  find_library(MINFER_HTTPLIB_LIBRARY cpp-httplib REQUIRED)
+  add_library(minfer::httplib INTERFACE IMPORTED)
+  target_link_libraries(minfer::httplib INTERFACE ${MINFER_HTTPLIB_LIBRARY} Threads::Threads)
+endif()
