@@ -17,5 +17,10 @@ int quantize_command(const Args& args);
 int tokenize_command(const Args& args);
 int template_command(const Args& args);
 int grammar_command(const Args& args);
+int split_command(const Args& args);
+int merge_command(const Args& args);
+int download_command(const Args& args);
+int list_command(const Args& args);
+int rm_command(const Args& args);
 
 }  // namespace minfer::cli

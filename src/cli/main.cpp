@@ -26,6 +26,13 @@ constexpr Command kCommands[] = {
     {"tokenize", "print the token ids and pieces of a text (stdin with -)", minfer::cli::tokenize_command},
     {"template", "render a chat template with messages and print the exact prompt", minfer::cli::template_command},
     {"grammar", "print the GBNF for a JSON Schema, or check a GBNF grammar", minfer::cli::grammar_command},
+    {"split", "split a GGUF model into llama-gguf-split parts (--max-size 200M | --max-tensors N)",
+     minfer::cli::split_command},
+    {"merge", "merge the parts of a split GGUF model into one file", minfer::cli::merge_command},
+    {"download", "download a model: hf:OWNER/REPO[:FILE] | ollama:NAME[:TAG] (hf OWNER/REPO --list)",
+     minfer::cli::download_command},
+    {"list", "list the cached models (name, source, size, type, date)", minfer::cli::list_command},
+    {"rm", "remove a cached model", minfer::cli::rm_command},
 };
 
 void print_usage(std::FILE* out) {

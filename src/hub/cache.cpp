@@ -32,7 +32,9 @@ std::optional<CacheEntry> read_entry(const fs::path& dir) {
     MINFER_LOG_WARN("hub: skipping unreadable cache record {}", (dir / kEntryFile).string());
     return std::nullopt;
   }
-  auto str = [&](const char* key) { return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : ""; };
+  auto str = [&](const char* key) {
+    return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+  };
   CacheEntry e;
   e.name = str("name");
   e.source = str("source");
@@ -62,7 +64,9 @@ std::string cache_dir() {
   return fmt::format("{}/.cache/minfer", home != nullptr && *home != '\0' ? home : ".");
 }
 
-std::string model_dir(const std::string& cache, const std::string& name) { return cache + "/models/" + name; }
+std::string model_dir(const std::string& cache, const std::string& name) {
+  return cache + "/models/" + name;
+}
 
 Result<std::vector<CacheEntry>> list_cache(const std::string& cache) {
   std::vector<CacheEntry> out;
@@ -103,13 +107,14 @@ Status remove_cached(const std::string& cache, const std::string& name) {
 }
 
 Status write_entry(const CacheEntry& e) {
-  nlohmann::json j = {{"name", e.name}, {"source", e.source}, {"uri", e.uri},   {"repo", e.repo},
-                      {"files", e.files}, {"size", e.size},   {"type", e.type}, {"date", e.date}};
+  nlohmann::json j = {{"name", e.name},   {"source", e.source}, {"uri", e.uri},   {"repo", e.repo},
+                      {"files", e.files}, {"size", e.size},     {"type", e.type}, {"date", e.date}};
   if (!e.chat_template.empty()) j["chat_template"] = e.chat_template;
   const fs::path final_path = fs::path(e.dir) / kEntryFile;
   // A unique temp name: two downloads of one model may finish at once and both write the record.
   static std::atomic<uint64_t> counter{0};
-  const fs::path tmp = fs::path(e.dir) / fmt::format("{}.{}.{}.tmp", kEntryFile, ::getpid(), counter.fetch_add(1));
+  const fs::path tmp =
+      fs::path(e.dir) / fmt::format("{}.{}.{}.tmp", kEntryFile, ::getpid(), counter.fetch_add(1));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << j.dump(2) << "\n";

@@ -20,8 +20,8 @@
 #include <thread>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <openssl/evp.h>
+#include <nlohmann/json.hpp>
 
 #include "gguf/reader.h"
 #include "gguf/split.h"
@@ -50,7 +50,8 @@ std::string trim_slash(std::string s) {
   return s;
 }
 bool is_hex64(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+  return s.size() == 64 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
 }
 // scheme://host[:port] of a URL.
 std::string origin_of(const std::string& url) {
@@ -101,12 +102,15 @@ class Sha256 {
 // Names the cause of an HTTP error status for `what` (a repo, file or model).
 Status http_error(long status, const std::string& what, const std::string& url) {
   if (status == 401 || status == 403) {
-    return invalid_argument("{}: access denied (HTTP {}): the repository is gated or private; set HF_TOKEN to a token "
-                            "that has access ({})",
-                            what, status, url);
+    return invalid_argument(
+        "{}: access denied (HTTP {}): the repository is gated or private; set HF_TOKEN to a token "
+        "that has access ({})",
+        what, status, url);
   }
-  if (status == 404) return not_found("{}: not found (HTTP 404): no such repository, file or model ({})", what, url);
-  if (status >= 500) return unavailable("{}: server error (HTTP {}) ({}); run again later", what, status, url);
+  if (status == 404)
+    return not_found("{}: not found (HTTP 404): no such repository, file or model ({})", what, url);
+  if (status >= 500)
+    return unavailable("{}: server error (HTTP {}) ({}); run again later", what, status, url);
   return invalid_argument("{}: unexpected HTTP {} ({})", what, status, url);
 }
 
@@ -162,13 +166,15 @@ class Progress {
     std::string line;
     if (o_.progress_bar && total_ > 0) {
       const int width = 24;
-      const int fill = static_cast<int>(width * std::min(1.0, static_cast<double>(done) / static_cast<double>(total_)));
-      line = fmt::format("\r{} [{}{}] {}{} {}/s ETA {}   ", label_, std::string(fill, '#'), std::string(width - fill, '.'),
-                         human_bytes(static_cast<double>(done)), of, human_bytes(rate), eta);
+      const int fill =
+          static_cast<int>(width * std::min(1.0, static_cast<double>(done) / static_cast<double>(total_)));
+      line = fmt::format("\r{} [{}{}] {}{} {}/s ETA {}   ", label_, std::string(fill, '#'),
+                         std::string(width - fill, '.'), human_bytes(static_cast<double>(done)), of,
+                         human_bytes(rate), eta);
       if (final) line += "\n";
     } else {
-      line = fmt::format("{}: {}{} {}/s {}\n", label_, human_bytes(static_cast<double>(done)), of, human_bytes(rate),
-                         final ? eta : "ETA " + eta);
+      line = fmt::format("{}: {}{} {}/s {}\n", label_, human_bytes(static_cast<double>(done)), of,
+                         human_bytes(rate), final ? eta : "ETA " + eta);
     }
     o_.on_message(line);
   }
@@ -181,12 +187,12 @@ class Progress {
 };
 
 struct Target {
-  std::string url;            // first request
-  bool hf_resolve = false;    // the Hub's resolve URL: read its redirect's X-Linked-Etag first
-  std::string final_path;     // the cache path, renamed into place after verification
-  std::string expected_sha;   // "" = take X-Linked-Etag (hf) or skip verification
+  std::string url;             // first request
+  bool hf_resolve = false;     // the Hub's resolve URL: read its redirect's X-Linked-Etag first
+  std::string final_path;      // the cache path, renamed into place after verification
+  std::string expected_sha;    // "" = take X-Linked-Etag (hf) or skip verification
   uint64_t expected_size = 0;  // 0 = unknown
-  std::string what;           // names the file in errors
+  std::string what;            // names the file in errors
 };
 
 std::vector<std::string> headers_for(const DownloadOptions& o, const std::string& url) {
@@ -243,9 +249,11 @@ Status fetch_once(const Target& t, const DownloadOptions& o) {
         }
       }
       if (std::fwrite(data, 1, n, f) != n) {
-        sink_error = errno == ENOSPC ? io_error("hub: disk full writing {} ({} written); free space and run again to resume",
-                                                part, human_bytes(static_cast<double>(done)))
-                                     : io_error("hub: cannot write {}: {}", part, std::strerror(errno));
+        sink_error =
+            errno == ENOSPC
+                ? io_error("hub: disk full writing {} ({} written); free space and run again to resume", part,
+                           human_bytes(static_cast<double>(done)))
+                : io_error("hub: cannot write {}: {}", part, std::strerror(errno));
         return false;
       }
       sha.update(data, n);
@@ -275,7 +283,8 @@ Status fetch_once(const Target& t, const DownloadOptions& o) {
       if (etag.rfind("W/", 0) == 0) etag = etag.substr(2);
       etag.erase(std::remove(etag.begin(), etag.end(), '"'), etag.end());
       if (expected_sha.empty() && is_hex64(etag)) expected_sha = lower(etag);
-      if (r->headers.count("x-linked-size")) progress.set_total(std::strtoull(r->headers["x-linked-size"].c_str(), nullptr, 10));
+      if (r->headers.count("x-linked-size"))
+        progress.set_total(std::strtoull(r->headers["x-linked-size"].c_str(), nullptr, 10));
       const std::string location = r->headers.count("location") ? r->headers["location"] : "";
       if (location.empty()) {
         std::fclose(f);
@@ -296,15 +305,16 @@ Status fetch_once(const Target& t, const DownloadOptions& o) {
   const uint64_t got = file_size_or_zero(part);
   if (t.expected_size > 0 && got != t.expected_size) {
     if (got > t.expected_size) fs::remove(part);
-    return unavailable("{}: received {} bytes, expected {} (run again to resume)", t.what, got, t.expected_size);
+    return unavailable("{}: received {} bytes, expected {} (run again to resume)", t.what, got,
+                       t.expected_size);
   }
   if (!expected_sha.empty()) {
     const std::string actual = sha.hex();
     if (actual != expected_sha) {
       std::error_code ec;
       fs::remove(part, ec);
-      return invalid_argument("{}: sha256 mismatch: expected {}, got {}; the downloaded file was deleted", t.what,
-                              expected_sha, actual);
+      return invalid_argument("{}: sha256 mismatch: expected {}, got {}; the downloaded file was deleted",
+                              t.what, expected_sha, actual);
     }
   }
   progress.update(got, /*final=*/true);
@@ -318,14 +328,17 @@ Status fetch_once(const Target& t, const DownloadOptions& o) {
 Status fetch(const Target& t, const DownloadOptions& o) {
   std::error_code ec;
   fs::create_directories(fs::path(t.final_path).parent_path(), ec);
-  if (ec) return io_error("hub: cannot create {}: {}", fs::path(t.final_path).parent_path().string(), ec.message());
+  if (ec)
+    return io_error("hub: cannot create {}: {}", fs::path(t.final_path).parent_path().string(), ec.message());
   MINFER_ASSIGN_OR_RETURN(FileLock lock, FileLock::acquire(t.final_path));
-  if (fs::is_regular_file(t.final_path, ec)) return Status();  // finished by an earlier run or a concurrent one
+  if (fs::is_regular_file(t.final_path, ec))
+    return Status();  // finished by an earlier run or a concurrent one
   Status s;
   for (int attempt = 0; attempt <= o.retries; ++attempt) {
     s = fetch_once(t, o);
     if (s.ok() || s.code() != StatusCode::kUnavailable || attempt == o.retries) break;
-    if (o.on_message) o.on_message(fmt::format("{}\nretrying ({} of {})...\n", s.message(), attempt + 1, o.retries));
+    if (o.on_message)
+      o.on_message(fmt::format("{}\nretrying ({} of {})...\n", s.message(), attempt + 1, o.retries));
     std::this_thread::sleep_for(std::chrono::seconds(std::min(1 << attempt, 8)));
   }
   return s;
@@ -355,9 +368,9 @@ std::string file_type_of(const std::string& path) {
   auto ft = file->metadata().get_u32("general.file_type");
   if (!ft.ok()) return "";
   static const std::pair<uint32_t, const char*> kNames[] = {
-      {0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},    {8, "Q5_0"},  {9, "Q5_1"},
-      {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"}, {14, "Q4_K_S"}, {15, "Q4_K_M"},
-      {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"},   {32, "BF16"}};
+      {0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},    {7, "Q8_0"},    {8, "Q5_0"},
+      {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"}, {13, "Q3_K_L"}, {14, "Q4_K_S"},
+      {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"}, {18, "Q6_K"},   {32, "BF16"}};
   for (const auto& [id, name] : kNames) {
     if (id == *ft) return name;
   }
@@ -404,10 +417,9 @@ Result<CacheEntry> download_hf(const ModelUri& u, const DownloadOptions& o) {
 Result<CacheEntry> download_ollama(const ModelUri& u, const DownloadOptions& o) {
   const std::string base = trim_slash(o.endpoints.ollama) + "/v2/" + u.repo;
   const std::string what = canonical_uri(u);
-  MINFER_ASSIGN_OR_RETURN(
-      std::string text,
-      get_text(o, base + "/manifests/" + u.tag, what,
-               {"Accept: application/vnd.docker.distribution.manifest.v2+json"}));
+  MINFER_ASSIGN_OR_RETURN(std::string text,
+                          get_text(o, base + "/manifests/" + u.tag, what,
+                                   {"Accept: application/vnd.docker.distribution.manifest.v2+json"}));
   const nlohmann::json m = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!m.is_object() || !m.contains("layers") || !m["layers"].is_array()) {
     return invalid_argument("{}: the registry's manifest is not a JSON object with layers", what);
@@ -422,12 +434,14 @@ Result<CacheEntry> download_ollama(const ModelUri& u, const DownloadOptions& o) 
     const std::string type = layer["mediaType"].get<std::string>();
     if (type == "application/vnd.ollama.image.model") {
       model_digest = layer["digest"].get<std::string>();
-      if (layer.contains("size") && layer["size"].is_number_unsigned()) model_size = layer["size"].get<uint64_t>();
+      if (layer.contains("size") && layer["size"].is_number_unsigned())
+        model_size = layer["size"].get<uint64_t>();
     } else if (type == "application/vnd.ollama.image.template") {
       template_digest = layer["digest"].get<std::string>();
     }
   }
-  if (model_digest.empty()) return not_found("{}: the manifest has no model layer (application/vnd.ollama.image.model)", what);
+  if (model_digest.empty())
+    return not_found("{}: the manifest has no model layer (application/vnd.ollama.image.model)", what);
   if (model_digest.rfind("sha256:", 0) != 0 || !is_hex64(model_digest.substr(7))) {
     return invalid_argument("{}: model layer digest '{}' is not sha256:<64 hex>", what, model_digest);
   }
@@ -479,7 +493,9 @@ Endpoints Endpoints::from_env() {
   return e;
 }
 
-bool is_model_uri(const std::string& text) { return text.rfind("hf:", 0) == 0 || text.rfind("ollama:", 0) == 0; }
+bool is_model_uri(const std::string& text) {
+  return text.rfind("hf:", 0) == 0 || text.rfind("ollama:", 0) == 0;
+}
 
 Result<ModelUri> parse_model_uri(const std::string& text) {
   ModelUri u;
@@ -512,9 +528,9 @@ Result<ModelUri> parse_model_uri(const std::string& text) {
 }
 
 std::string quant_type_in_name(const std::string& file) {
-  static const char* kTypes[] = {"IQ4_XS", "IQ4_NL", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q3_K_M", "Q3_K_S",
-                                 "Q3_K_L", "Q2_K",   "Q6_K",   "Q4_0",   "Q4_1",   "Q5_0",   "Q5_1",   "Q8_0",
-                                 "BF16",   "F16",    "F32"};
+  static const char* kTypes[] = {"IQ4_XS", "IQ4_NL", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q5_K_S", "Q3_K_M",
+                                 "Q3_K_S", "Q3_K_L", "Q2_K",   "Q6_K",   "Q4_0",   "Q4_1",   "Q5_0",
+                                 "Q5_1",   "Q8_0",   "BF16",   "F16",    "F32"};
   const std::string up = upper(fs::path(file).filename().string());
   for (const char* t : kTypes) {
     const std::string type = t;
@@ -576,8 +592,9 @@ Result<std::vector<RepoFile>> choose_gguf(const std::vector<RepoFile>& files, co
       return not_found("no file '{}' in the repository (GGUF files: {})", wanted, names);
     }
   } else {
-    static const char* kPreference[] = {"Q4_K_M", "Q4_0", "Q8_0", "Q5_K_M", "Q6_K", "Q4_K_S", "Q5_0",
-                                        "Q5_K_S", "Q4_1", "Q5_1", "Q3_K_M", "Q2_K", "F16",    "BF16", "F32"};
+    static const char* kPreference[] = {"Q4_K_M", "Q4_0", "Q8_0",   "Q5_K_M", "Q6_K",
+                                        "Q4_K_S", "Q5_0", "Q5_K_S", "Q4_1",   "Q5_1",
+                                        "Q3_K_M", "Q2_K", "F16",    "BF16",   "F32"};
     for (const char* type : kPreference) {
       for (const RepoFile& f : files) {
         if (pick == nullptr && quant_type_in_name(f.path) == type) pick = &f;
@@ -592,7 +609,8 @@ Result<std::vector<RepoFile>> choose_gguf(const std::vector<RepoFile>& files, co
   for (int i = 1; i <= split->count; ++i) {
     const std::string name = gguf::split_path(split->stem, i, split->count);
     auto it = std::find_if(files.begin(), files.end(), [&](const RepoFile& f) { return f.path == name; });
-    if (it == files.end()) return not_found("split set {}: part '{}' is missing from the repository", pick->path, name);
+    if (it == files.end())
+      return not_found("split set {}: part '{}' is missing from the repository", pick->path, name);
     parts.push_back(*it);
   }
   return parts;
@@ -622,9 +640,10 @@ Result<std::string> resolve_model(const std::string& arg, const DownloadOptions&
   if (arg.find('/') == std::string::npos) {
     if (auto e = find_cached(options.cache, arg)) return e->path();
   }
-  return not_found("'{}': no such file, and no cached model of that name (minfer list shows them; hf:OWNER/REPO "
-                   "and ollama:NAME[:TAG] download one)",
-                   arg);
+  return not_found(
+      "'{}': no such file, and no cached model of that name (minfer list shows them; hf:OWNER/REPO "
+      "and ollama:NAME[:TAG] download one)",
+      arg);
 }
 
 Result<std::string> resolve_model(const std::string& arg) {

@@ -18,9 +18,9 @@
 namespace minfer::hub {
 
 struct Endpoints {
-  std::string hf = "https://huggingface.co";                // HF_ENDPOINT
-  std::string ollama = "https://registry.ollama.ai";        // MINFER_OLLAMA_REGISTRY
-  std::string hf_token;                                     // HF_TOKEN (sent to the HF endpoint only)
+  std::string hf = "https://huggingface.co";          // HF_ENDPOINT
+  std::string ollama = "https://registry.ollama.ai";  // MINFER_OLLAMA_REGISTRY
+  std::string hf_token;                               // HF_TOKEN (sent to the HF endpoint only)
   static Endpoints from_env();
 };
 

@@ -98,11 +98,13 @@ Result<HttpResponse> http_get(const HttpRequest& request, const BodySink& sink, 
   }
   curl_easy_cleanup(curl);
   if (transfer.aborted_by_sink) {
-    return sink_error != nullptr && !sink_error->ok() ? *sink_error
-                                                      : Status(StatusCode::kIo, "http: transfer aborted by the receiver");
+    return sink_error != nullptr && !sink_error->ok()
+               ? *sink_error
+               : Status(StatusCode::kIo, "http: transfer aborted by the receiver");
   }
   if (rc != CURLE_OK) {
-    return unavailable("network: {} ({}): {}", request.url, curl_easy_strerror(rc), error[0] ? error : "no detail");
+    return unavailable("network: {} ({}): {}", request.url, curl_easy_strerror(rc),
+                       error[0] ? error : "no detail");
   }
   return response;
 }

@@ -14,9 +14,13 @@
 namespace minfer::tools {
 namespace {
 
-uint64_t padded(uint64_t n, uint64_t align) { return (n + align - 1) / align * align; }
+uint64_t padded(uint64_t n, uint64_t align) {
+  return (n + align - 1) / align * align;
+}
 
-std::vector<int64_t> dims(const gguf::TensorInfo& t) { return std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims); }
+std::vector<int64_t> dims(const gguf::TensorInfo& t) {
+  return std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims);
+}
 
 Status add_view(gguf::Writer& w, const gguf::TensorInfo& t) {
   return w.add_tensor(t.name, t.type, dims(t), std::span<const uint8_t>(t.data, t.n_bytes));
@@ -37,14 +41,19 @@ Result<uint64_t> parse_split_size(const std::string& text) {
     value = value * 10 + static_cast<uint64_t>(text[i] - '0');
     ++i;
   }
-  if (i == 0) return invalid_argument("split: size '{}' is not a number with an optional K, M or G suffix", text);
+  if (i == 0)
+    return invalid_argument("split: size '{}' is not a number with an optional K, M or G suffix", text);
   uint64_t scale = 1;
   if (i < text.size()) {
     const char s = static_cast<char>(std::toupper(static_cast<unsigned char>(text[i])));
-    if (s == 'K') scale = 1000;
-    else if (s == 'M') scale = 1000 * 1000;
-    else if (s == 'G') scale = 1000 * 1000 * 1000;
-    else return invalid_argument("split: size '{}' has an unknown suffix (use K, M or G: powers of 1000)", text);
+    if (s == 'K')
+      scale = 1000;
+    else if (s == 'M')
+      scale = 1000 * 1000;
+    else if (s == 'G')
+      scale = 1000 * 1000 * 1000;
+    else
+      return invalid_argument("split: size '{}' has an unknown suffix (use K, M or G: powers of 1000)", text);
     if (i + 1 != text.size()) return invalid_argument("split: size '{}' has trailing characters", text);
   }
   if (value == 0) return invalid_argument("split: size '{}' must be positive", text);
@@ -81,7 +90,8 @@ Result<std::vector<std::string>> split_model(const SplitOptions& options) {
     bytes += n;
   }
   groups.emplace_back(begin, tensors.size());  // a model without tensors still gets one part
-  if (groups.size() > 99999) return invalid_argument("split: {} parts is more than the 99999 the names allow", groups.size());
+  if (groups.size() > 99999)
+    return invalid_argument("split: {} parts is more than the 99999 the names allow", groups.size());
 
   const int count = static_cast<int>(groups.size());
   std::vector<std::string> paths;
@@ -95,7 +105,8 @@ Result<std::vector<std::string>> split_model(const SplitOptions& options) {
     w.metadata().set(gguf::kSplitNoKey, gguf::Value::u16(static_cast<uint16_t>(k)));
     w.metadata().set(gguf::kSplitCountKey, gguf::Value::u16(static_cast<uint16_t>(count)));
     w.metadata().set(gguf::kSplitTensorsCountKey, gguf::Value::i32(static_cast<int32_t>(tensors.size())));
-    for (size_t i = groups[k].first; i < groups[k].second; ++i) MINFER_RETURN_IF_ERROR(add_view(w, tensors[i]));
+    for (size_t i = groups[k].first; i < groups[k].second; ++i)
+      MINFER_RETURN_IF_ERROR(add_view(w, tensors[i]));
     MINFER_RETURN_IF_ERROR(w.write(path));
     if (options.on_part) options.on_part(k + 1, count, path);
     paths.push_back(path);
@@ -106,11 +117,13 @@ Result<std::vector<std::string>> split_model(const SplitOptions& options) {
 Status merge_model(const std::string& any_part, const std::string& output) {
   MINFER_ASSIGN_OR_RETURN(gguf::File in, gguf::File::open(any_part));
   for (size_t i = 0; i < in.n_parts(); ++i) {
-    if (same_file(in.part_path(i), output)) return invalid_argument("merge: output '{}' is one of the parts", output);
+    if (same_file(in.part_path(i), output))
+      return invalid_argument("merge: output '{}' is one of the parts", output);
   }
   gguf::Writer w;
   for (const auto& [key, value] : in.metadata().entries()) {
-    if (key == gguf::kSplitNoKey || key == gguf::kSplitCountKey || key == gguf::kSplitTensorsCountKey) continue;
+    if (key == gguf::kSplitNoKey || key == gguf::kSplitCountKey || key == gguf::kSplitTensorsCountKey)
+      continue;
     w.metadata().set(key, value);
   }
   for (const auto& t : in.tensors()) MINFER_RETURN_IF_ERROR(add_view(w, t));

@@ -65,7 +65,8 @@ struct MirrorFile {
 class Mirror {
  public:
   Mirror() {
-    svr_.Get(R"(/api/models/([^/]+/[^/]+)/tree/main)", [this](const httplib::Request& req, httplib::Response& res) {
+    svr_.Get(R"(/api/models/([^/]+/[^/]+)/tree/main)", [this](const httplib::Request& req,
+                                                              httplib::Response& res) {
       log(req);
       const std::string repo = req.matches[1];
       if (!authorized(repo, req)) return deny(res);
@@ -80,40 +81,43 @@ class Mirror {
       }
       res.set_content(arr.dump(), "application/json");
     });
-    svr_.Get(R"(/([^/]+/[^/]+)/resolve/main/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-      log(req);
-      const std::string repo = req.matches[1], path = req.matches[2];
-      if (!authorized(repo, req)) return deny(res);
-      std::lock_guard<std::mutex> l(mu_);
-      if (!repos_.count(repo) || !repos_[repo].count(path)) return not_found(res);
-      const MirrorFile& f = repos_[repo][path];
-      if (!f.lfs) {
-        res.set_content(f.content, "application/octet-stream");
-        return;
-      }
-      const std::string real = sha256_hex(f.content);
-      blobs_[real] = f.content;
-      res.status = 302;
-      res.set_header("Location", "/blobs/" + real);
-      res.set_header("X-Linked-Etag", "\"" + sha_of(f) + "\"");
-      res.set_header("X-Linked-Size", std::to_string(f.content.size()));
-    });
+    svr_.Get(R"(/([^/]+/[^/]+)/resolve/main/(.+))",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               log(req);
+               const std::string repo = req.matches[1], path = req.matches[2];
+               if (!authorized(repo, req)) return deny(res);
+               std::lock_guard<std::mutex> l(mu_);
+               if (!repos_.count(repo) || !repos_[repo].count(path)) return not_found(res);
+               const MirrorFile& f = repos_[repo][path];
+               if (!f.lfs) {
+                 res.set_content(f.content, "application/octet-stream");
+                 return;
+               }
+               const std::string real = sha256_hex(f.content);
+               blobs_[real] = f.content;
+               res.status = 302;
+               res.set_header("Location", "/blobs/" + real);
+               res.set_header("X-Linked-Etag", "\"" + sha_of(f) + "\"");
+               res.set_header("X-Linked-Size", std::to_string(f.content.size()));
+             });
     svr_.Get(R"(/blobs/([0-9a-f]{64}))", [this](const httplib::Request& req, httplib::Response& res) {
       log(req);
       serve_blob(req.matches[1], res);
     });
-    svr_.Get(R"(/v2/([^/]+/[^/]+)/manifests/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-      log(req);
-      std::lock_guard<std::mutex> l(mu_);
-      const std::string key = std::string(req.matches[1]) + ":" + std::string(req.matches[2]);
-      if (!manifests_.count(key)) return not_found(res);
-      res.set_content(manifests_[key], "application/vnd.docker.distribution.manifest.v2+json");
-    });
-    svr_.Get(R"(/v2/([^/]+/[^/]+)/blobs/sha256:([0-9a-f]{64}))", [this](const httplib::Request& req, httplib::Response& res) {
-      log(req);  // the registry redirects blobs to its storage
-      res.status = 307;
-      res.set_header("Location", "/blobs/" + std::string(req.matches[2]));
-    });
+    svr_.Get(R"(/v2/([^/]+/[^/]+)/manifests/([^/]+))",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               log(req);
+               std::lock_guard<std::mutex> l(mu_);
+               const std::string key = std::string(req.matches[1]) + ":" + std::string(req.matches[2]);
+               if (!manifests_.count(key)) return not_found(res);
+               res.set_content(manifests_[key], "application/vnd.docker.distribution.manifest.v2+json");
+             });
+    svr_.Get(R"(/v2/([^/]+/[^/]+)/blobs/sha256:([0-9a-f]{64}))",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               log(req);  // the registry redirects blobs to its storage
+               res.status = 307;
+               res.set_header("Location", "/blobs/" + std::string(req.matches[2]));
+             });
     port_ = svr_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { svr_.listen_after_bind(); });
   }
@@ -128,7 +132,8 @@ class Mirror {
     repos_[repo][path] = std::move(f);
   }
   // An Ollama model: the GGUF layer plus a template layer; returns the model digest.
-  std::string add_ollama(const std::string& name_tag, const std::string& gguf, const std::string& advertised = "") {
+  std::string add_ollama(const std::string& name_tag, const std::string& gguf,
+                         const std::string& advertised = "") {
     std::lock_guard<std::mutex> l(mu_);
     const std::string model_sha = sha256_hex(gguf), tmpl = "{{ .Prompt }}", tmpl_sha = sha256_hex(tmpl);
     blobs_[model_sha] = gguf;
@@ -138,10 +143,15 @@ class Mirror {
     nlohmann::json m = {
         {"schemaVersion", 2},
         {"mediaType", "application/vnd.docker.distribution.manifest.v2+json"},
-        {"config", {{"mediaType", "application/vnd.docker.container.image.v1+json"}, {"digest", "sha256:" + tmpl_sha}, {"size", 13}}},
+        {"config",
+         {{"mediaType", "application/vnd.docker.container.image.v1+json"},
+          {"digest", "sha256:" + tmpl_sha},
+          {"size", 13}}},
         {"layers",
          {{{"mediaType", "application/vnd.ollama.image.model"}, {"digest", digest}, {"size", gguf.size()}},
-          {{"mediaType", "application/vnd.ollama.image.template"}, {"digest", "sha256:" + tmpl_sha}, {"size", tmpl.size()}}}}};
+          {{"mediaType", "application/vnd.ollama.image.template"},
+           {"digest", "sha256:" + tmpl_sha},
+           {"size", tmpl.size()}}}}};
     manifests_["library/" + name_tag] = m.dump();
     return model_sha;
   }
@@ -165,7 +175,9 @@ class Mirror {
   }
 
  private:
-  std::string sha_of(const MirrorFile& f) const { return f.advertised_sha.empty() ? sha256_hex(f.content) : f.advertised_sha; }
+  std::string sha_of(const MirrorFile& f) const {
+    return f.advertised_sha.empty() ? sha256_hex(f.content) : f.advertised_sha;
+  }
   void log(const httplib::Request& req) {
     std::lock_guard<std::mutex> l(mu_);
     requests_.push_back(req.path);
@@ -198,7 +210,8 @@ class Mirror {
                              [shared, drop, delay](size_t offset, size_t length, httplib::DataSink& sink) {
                                size_t n = std::min<size_t>(length, 4096);
                                if (drop >= 0) {  // the connection dies mid-body
-                                 sink.write(shared->data() + offset, std::min<size_t>(n, static_cast<size_t>(drop)));
+                                 sink.write(shared->data() + offset,
+                                            std::min<size_t>(n, static_cast<size_t>(drop)));
                                  return false;
                                }
                                if (delay > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay));
@@ -364,7 +377,8 @@ TEST_F(HubTest, ResumesAfterTheConnectionDropsMidBody) {
   auto first = download("hf:acme/tiny-GGUF:Tiny-Q4_0.gguf", options_);
   ASSERT_FALSE(first.ok());
   EXPECT_EQ(first.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(first.status().message().find("run again to resume"), std::string::npos) << first.status().message();
+  EXPECT_NE(first.status().message().find("run again to resume"), std::string::npos)
+      << first.status().message();
   EXPECT_TRUE(list_cache(cache_)->empty()) << "a partial download must not be listed";
   const std::string part = model_dir(cache_, "tiny-q4_0") + "/Tiny-Q4_0.gguf.part";
   ASSERT_TRUE(fs::exists(part));
