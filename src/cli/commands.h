@@ -22,5 +22,6 @@ int merge_command(const Args& args);
 int download_command(const Args& args);
 int list_command(const Args& args);
 int rm_command(const Args& args);
+int convert_command(const Args& args);
 
 }  // namespace minfer::cli

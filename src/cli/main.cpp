@@ -26,6 +26,8 @@ constexpr Command kCommands[] = {
     {"tokenize", "print the token ids and pieces of a text (stdin with -)", minfer::cli::tokenize_command},
     {"template", "render a chat template with messages and print the exact prompt", minfer::cli::template_command},
     {"grammar", "print the GBNF for a JSON Schema, or check a GBNF grammar", minfer::cli::grammar_command},
+    {"convert", "convert a Hugging Face Qwen2/Qwen3 checkpoint to GGUF (--outtype f32|f16|bf16|q8_0|...)",
+     minfer::cli::convert_command},
     {"split", "split a GGUF model into llama-gguf-split parts (--max-size 200M | --max-tensors N)",
      minfer::cli::split_command},
     {"merge", "merge the parts of a split GGUF model into one file", minfer::cli::merge_command},

@@ -120,6 +120,8 @@ class Mirror {
              });
     port_ = svr_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { svr_.listen_after_bind(); });
+    // stop() before the loop runs would be lost and join() would hang: wait until it serves.
+    for (int i = 0; i < 5000 && !svr_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ~Mirror() {
     svr_.stop();
