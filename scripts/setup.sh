@@ -8,7 +8,7 @@ PACKAGES=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libutf8proc-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
-  libssl-dev
+  libssl-dev libcurl4-openssl-dev
   libedit-dev
 )
 

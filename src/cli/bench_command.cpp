@@ -7,6 +7,7 @@
 
 #include "cli/cli_app.h"
 #include "engine/bench.h"
+#include "hub/download.h"
 #include "kv/kv_cache.h"
 #include "quant/kernels/kernels.h"
 
@@ -88,6 +89,9 @@ int bench_command(const Args& argv) {
   options.n_threads = threads;
   options.n_batch = batch;
   options.cache_type = *kv_type;
+  auto model_path = hub::resolve_model(model);  // path, cached name, hf: or ollama: URI
+  if (!model_path.ok()) return fail(model_path.status());
+  model = *model_path;
   auto loaded = engine::Engine::load(model, options);
   if (!loaded.ok()) return fail(loaded.status());
   engine::Engine& e = **loaded;

@@ -19,5 +19,11 @@ int template_command(const Args& args);
 int grammar_command(const Args& args);
 int specverify_command(const Args& args);
 int serve_command(const Args& args);
+int split_command(const Args& args);
+int merge_command(const Args& args);
+int download_command(const Args& args);
+int list_command(const Args& args);
+int rm_command(const Args& args);
+int convert_command(const Args& args);
 
 }  // namespace minfer::cli

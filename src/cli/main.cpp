@@ -30,6 +30,15 @@ constexpr Command kCommands[] = {
      minfer::cli::serve_command},
     {"specverify", "measure the speculative verify-step cost C(nt) and its amortization",
      minfer::cli::specverify_command},
+    {"convert", "convert a Hugging Face Qwen2/Qwen3 checkpoint to GGUF (--outtype f32|f16|bf16|q8_0|...)",
+     minfer::cli::convert_command},
+    {"split", "split a GGUF model into llama-gguf-split parts (--max-size 200M | --max-tensors N)",
+     minfer::cli::split_command},
+    {"merge", "merge the parts of a split GGUF model into one file", minfer::cli::merge_command},
+    {"download", "download a model: hf:OWNER/REPO[:FILE] | ollama:NAME[:TAG] (hf OWNER/REPO --list)",
+     minfer::cli::download_command},
+    {"list", "list the cached models (name, source, size, type, date)", minfer::cli::list_command},
+    {"rm", "remove a cached model", minfer::cli::rm_command},
 };
 
 void print_usage(std::FILE* out) {

@@ -15,6 +15,7 @@
 #include "cli/spec_options.h"
 #include "engine/generate.h"
 #include "graph/export.h"
+#include "hub/download.h"
 #include "kv/kv_cache.h"
 #include "tools/model_info.h"
 
@@ -123,7 +124,8 @@ int run_command(const Args& argv) {
   CLI::App app("Generate text with a Qwen-family GGUF model.", "minfer");
   RunArgs args;
   sampling::SamplerConfig sampling;
-  app.add_option("model", args.model, "GGUF model file (any part of a split model)")->required();
+  app.add_option("model", args.model,
+                 "GGUF file (any part of a split model), cached model name, hf:OWNER/REPO[:FILE], ollama:NAME[:TAG]")->required();
   app.add_option("prompt", args.prompt, "prompt text (read from stdin when omitted)");
   app.add_option("-n,--n-predict", args.n_predict, "tokens to generate (-1: until end of generation)")
       ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
@@ -185,6 +187,11 @@ int run_command(const Args& argv) {
   if (!kv_type) return fail(invalid_argument("unknown --cache-type '{}' (use f32, f16 or q8_0)", cache_type));
   if (Status st = kv::check_cache_type(*kv_type); !st.ok()) return fail(st);
   options.cache_type = *kv_type;
+
+  // A path, a cached short name, or an hf:/ollama: URI (downloaded into the cache first).
+  auto model_path = hub::resolve_model(args.model);
+  if (!model_path.ok()) return fail(model_path.status());
+  args.model = *model_path;
 
   if (!args.prompt_given && !args.cnv) {
     std::stringstream ss;

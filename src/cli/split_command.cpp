@@ -1,0 +1,48 @@
+// `minfer split IN.gguf OUT_PREFIX --max-size 200M | --max-tensors N` and `minfer merge PART OUT.gguf`:
+// llama-gguf-split's split and merge (library code in tools/split).
+#include <fmt/format.h>
+
+#include "cli/cli_app.h"
+#include "tools/split.h"
+
+namespace minfer::cli {
+
+int split_command(const Args& args) {
+  CLI::App app("Split a GGUF model into parts as llama-gguf-split does (tensors whole, bytes verbatim).",
+               "minfer split");
+  tools::SplitOptions options;
+  std::string max_size;
+  app.add_option("input", options.input, "GGUF model (a single file)")->required();
+  app.add_option("output_prefix", options.output_prefix, "parts are OUT_PREFIX-00001-of-0000K.gguf")
+      ->required();
+  auto* size =
+      app.add_option("--max-size", max_size, "largest tensor data per part: N, NK, NM, NG (powers of 1000)");
+  auto* tensors = app.add_option("--max-tensors", options.max_tensors, "most tensors per part");
+  size->excludes(tensors);
+  if (int code = parse_args(app, args); code >= 0) return code;
+  if (!max_size.empty()) {
+    auto bytes = tools::parse_split_size(max_size);
+    if (!bytes.ok()) return fail(bytes.status());
+    options.max_bytes = *bytes;
+  }
+  options.on_part = [](int k, int n, const std::string& path) {
+    fmt::print("wrote part {}/{}: {}\n", k, n, path);
+  };
+  auto parts = tools::split_model(options);
+  if (!parts.ok()) return fail(parts.status());
+  return 0;
+}
+
+int merge_command(const Args& args) {
+  CLI::App app("Merge the parts of a split GGUF model into one file (the inverse of split).", "minfer merge");
+  std::string part, output;
+  app.add_option("first_part", part, "any part of the split model (OUT_PREFIX-00001-of-0000K.gguf)")
+      ->required();
+  app.add_option("output", output, "single GGUF file to write")->required();
+  if (int code = parse_args(app, args); code >= 0) return code;
+  if (Status s = tools::merge_model(part, output); !s.ok()) return fail(s);
+  fmt::print("wrote {}\n", output);
+  return 0;
+}
+
+}  // namespace minfer::cli
