@@ -290,10 +290,16 @@ class Parser {
         out.push_back({ElementType::kRuleRef, ref});
         skip_space(nested);
       } else if (c == '(') {
+        // Bounded so a hostile grammar cannot overflow the stack (the parser recurses per group).
+        if (depth_ >= kMaxGroupNesting)
+          return fail(pos_, fmt::format("groups nested deeper than {}", kMaxGroupNesting));
         ++pos_;
         skip_space(true);
         const uint32_t sub = generate_symbol(rule_name);
-        MINFER_RETURN_IF_ERROR(parse_alternates(rule_name, sub, true));
+        ++depth_;
+        const Status nested_status = parse_alternates(rule_name, sub, true);
+        --depth_;
+        MINFER_RETURN_IF_ERROR(nested_status);
         last_sym_start = out.size();
         out.push_back({ElementType::kRuleRef, sub});
         if (peek() != ')') return fail(pos_, "expecting ')'");
@@ -358,8 +364,10 @@ class Parser {
     return static_cast<int>(value);
   }
 
+  static constexpr int kMaxGroupNesting = 64;
   std::string_view src_;
   size_t pos_ = 0;
+  int depth_ = 0;  // open parenthesized groups
   ParsedGbnf out_;
   Status err_;
 };

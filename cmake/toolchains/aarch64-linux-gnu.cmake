@@ -1,0 +1,20 @@
+# Cross build for aarch64 Linux with Debian's cross toolchain (g++-aarch64-linux-gnu) and the arm64
+# multiarch -dev packages (libgtest-dev:arm64, libfmt-dev:arm64, libutf8proc-dev:arm64; see
+# scripts/setup.sh). Test binaries run under qemu-user: ctest and gtest_discover_tests go through
+# CMAKE_CROSSCOMPILING_EMULATOR, so `ctest --preset neon` executes the NEON kernels on an x86 host.
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
+set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
+set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
+# Headers of arch-independent packages (nlohmann-json, CLI11) stay in /usr/include; libraries and CMake
+# package files come from the multiarch folders only.
+set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu)
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
+# -L: the aarch64 loader and libc of the cross toolchain; libraries of the multiarch packages are found
+# under /usr/lib/aarch64-linux-gnu, where the aarch64 loader looks by default.
+find_program(MINFER_QEMU_AARCH64 NAMES qemu-aarch64 qemu-aarch64-static REQUIRED)
+set(CMAKE_CROSSCOMPILING_EMULATOR ${MINFER_QEMU_AARCH64};-L;/usr/aarch64-linux-gnu)
