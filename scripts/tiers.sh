@@ -18,7 +18,7 @@ TSAN_TESTS=(
 
 # neon: logits parity cases run under qemu (ctest -R), one per weight type with a NEON dot, exact KV
 # setting (the rest of the parity tier runs natively; each case under emulation takes seconds).
-NEON_PARITY='LogitsParity.*/qwen[23]_mini_(q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q5_k_m|q6_k|f32)_exact$'
+NEON_PARITY='LogitsParity.*/qwen[23]_mini_(q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q5_k_m|q6_k|f32)_exact( |$)'
 
 build() {  # build PRESET TARGETS...: configure once, build only TARGETS, show the log on failure
   local preset="$1" log
@@ -36,7 +36,7 @@ run_ctest() {  # ctest ARGS...: the summary on success, the failures on failure
   local log
   log="$(mktemp)"
   if ctest "$@" >"$log" 2>&1; then
-    tail -3 "$log"
+    grep -E "tests passed|Total Test time" "$log"
     rm -f "$log"
   else
     grep -vE "Test +#[0-9]+: .* Passed" "$log" | tail -100
@@ -69,9 +69,10 @@ for tier in "$@"; do
     neon)
       build neon test_quant test_engine test_parity
       echo "tier neon: aarch64 kernel and engine tests under qemu-user"
-      run_ctest --preset neon -L unit -j "$jobs" --no-tests=error || { echo "tiers: neon tier failed" >&2; exit 1; }
+      run_ctest --preset neon -L unit -j "$jobs" --timeout 300 --no-tests=error \
+        || { echo "tiers: neon tier failed" >&2; exit 1; }
       echo "tier neon: logits parity under qemu-user (NEON-computed types)"
-      run_ctest --preset neon -L parity -R "$NEON_PARITY" -j "$jobs" --no-tests=error \
+      run_ctest --preset neon -L parity -R "$NEON_PARITY" -j "$jobs" --timeout 300 --no-tests=error \
         || { echo "tiers: neon parity failed" >&2; exit 1; }
       ;;
     *) echo "tiers: unknown tier '$tier' (asan, tsan, neon, none)" >&2; exit 1 ;;

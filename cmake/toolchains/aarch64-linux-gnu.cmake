@@ -14,7 +14,8 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
-# -L: the aarch64 loader and libc of the cross toolchain; libraries of the multiarch packages are found
-# under /usr/lib/aarch64-linux-gnu, where the aarch64 loader looks by default.
+# No -L /usr/aarch64-linux-gnu: the binaries run with the multiarch loader and libraries (libc6:arm64,
+# /lib/ld-linux-aarch64.so.1), so loader and libc come from one package. Mixing the cross toolchain's
+# loader (2.36-8cross1) with the multiarch libc (2.36-9+deb12u14) hung every pthread_create.
 find_program(MINFER_QEMU_AARCH64 NAMES qemu-aarch64 qemu-aarch64-static REQUIRED)
-set(CMAKE_CROSSCOMPILING_EMULATOR ${MINFER_QEMU_AARCH64};-L;/usr/aarch64-linux-gnu)
+set(CMAKE_CROSSCOMPILING_EMULATOR ${MINFER_QEMU_AARCH64})
