@@ -233,31 +233,29 @@ void quantize_k4_superblock(const float* x, int nmax, float rmin, int nstep, uin
   }
 }
 
-// The 32 quants of a 32-element block, offset removed (Q4_0: -8, Q5_0: -16); Q4_1 / Q5_1 values are
-// unsigned (their min is added separately). Byte j holds element j (low nibble) and j + 16 (high nibble);
-// the 5th bit of element e is bit e of qh. One pass per block, without branches, so the loops vectorize.
-inline void nibble_quants(const uint8_t* qs, const uint8_t* qh, int offset, int* v) {
-  uint32_t h = 0;
-  if (qh != nullptr) std::memcpy(&h, qh, sizeof(h));
-  for (int j = 0; j < 16; ++j) {
-    v[j] = ((qs[j] & 0x0F) | static_cast<int>(((h >> j) << 4) & 0x10)) - offset;
-    v[j + 16] = ((qs[j] >> 4) | static_cast<int>((h >> (j + 12)) & 0x10)) - offset;
+// The 32-element formats: byte j of qs holds element j (low nibble) and j + 16 (high nibble), the 5th
+// bit of element e is bit e of qh; Q4_0 / Q5_0 subtract 8 / 16, Q4_1 / Q5_1 are unsigned (their min is
+// added separately), Q8_0 is plain bytes. One loop per block, as ggml's reference, so it vectorizes.
+template <class B>
+constexpr int kOffset = std::is_same_v<B, BlockQ4_0>   ? 8
+                        : std::is_same_v<B, BlockQ5_0> ? 16
+                                                       : 0;
+template <class B>
+constexpr bool kFifthBit = std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, BlockQ5_1>;
+
+// Calls f(e, q) for the 32 quants q of block b, element e.
+template <class B, class F>
+inline void for_each_quant(const B& b, F f) {
+  if constexpr (std::is_same_v<B, BlockQ8_0>) {
+    for (int e = 0; e < 32; ++e) f(e, static_cast<int>(b.qs[e]));
+  } else {
+    uint32_t h = 0;
+    if constexpr (kFifthBit<B>) std::memcpy(&h, b.qh, sizeof(h));
+    for (int j = 0; j < 16; ++j) {
+      f(j, ((b.qs[j] & 0x0F) | static_cast<int>(((h >> j) << 4) & 0x10)) - kOffset<B>);
+      f(j + 16, ((b.qs[j] >> 4) | static_cast<int>((h >> (j + 12)) & 0x10)) - kOffset<B>);
+    }
   }
-}
-inline void quants_of(const BlockQ4_0& b, int* v) {
-  nibble_quants(b.qs, nullptr, 8, v);
-}
-inline void quants_of(const BlockQ4_1& b, int* v) {
-  nibble_quants(b.qs, nullptr, 0, v);
-}
-inline void quants_of(const BlockQ5_0& b, int* v) {
-  nibble_quants(b.qs, b.qh, 16, v);
-}
-inline void quants_of(const BlockQ5_1& b, int* v) {
-  nibble_quants(b.qs, b.qh, 0, v);
-}
-inline void quants_of(const BlockQ8_0& b, int* v) {
-  for (int e = 0; e < 32; ++e) v[e] = b.qs[e];
 }
 template <class B>
 constexpr bool kHasMin = std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1>;
@@ -536,21 +534,19 @@ void quantize_f32(const float* x, void* vy, int64_t n) {
 
 // ---------------------------------------------------------------------------------------------- decoders
 
-// The 32-element formats share one decoder: y = d * q (+ m for Q4_1 / Q5_1), q from quants_of().
+// The 32-element formats share one decoder: y = d * q (+ m for Q4_1 / Q5_1), q from for_each_quant().
 template <class B>
 void dequantize_32(const void* vx, float* y, int64_t n) {
   const auto* x = static_cast<const B*>(vx);
   for (int64_t i = 0; i < n / 32; ++i, y += 32) {
     const float d = h2f(x[i].d);
-    int v[32];
-    quants_of(x[i], v);
-    for (int e = 0; e < 32; ++e) {
+    for_each_quant(x[i], [&](int e, int q) {
       if constexpr (kHasMin<B>) {
-        y[e] = static_cast<float>(v[e]) * d + h2f(x[i].m);
+        y[e] = static_cast<float>(q) * d + h2f(x[i].m);
       } else {
-        y[e] = static_cast<float>(v[e]) * d;
+        y[e] = static_cast<float>(q) * d;
       }
-    }
+    });
   }
 }
 
@@ -721,10 +717,8 @@ void vec_dot_32(int64_t n, float* s, const void* vw, const void* vx) {
   const auto* x = static_cast<const XB*>(vx);
   float sumf = 0;
   for (int64_t ib = 0; ib < n / 32; ++ib) {
-    int v[32];
-    quants_of(w[ib], v);
     int sumi = 0;
-    for (int e = 0; e < 32; ++e) sumi += v[e] * x[ib].qs[e];
+    for_each_quant(w[ib], [&](int e, int q) { sumi += q * x[ib].qs[e]; });
     if constexpr (kHasMin<WB>) {
       sumf += static_cast<float>(sumi) * (h2f(w[ib].d) * h2f(x[ib].d)) + h2f(w[ib].m) * h2f(x[ib].s);
     } else {
