@@ -14,11 +14,13 @@ endif()
 if(MINFER_BUILD_BENCH)
   find_package(benchmark QUIET)
 endif()
-# Downloads (src/hub): libcurl4-openssl-dev; sha256 from OpenSSL's libcrypto (libssl-dev).
-find_package(CURL REQUIRED)
-find_package(OpenSSL REQUIRED)
-# cpp-httplib: Debian builds it as a library (libcpp-httplib.so); its pkg-config flags (TLS/zlib/brotli
-# defines) must match that build, so they come from pkg-config. Only server/http.cpp and tests include it.
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(CPP_HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)
-add_library(minfer::httplib ALIAS PkgConfig::CPP_HTTPLIB)
+if(MINFER_BUILD_APPS)
+  # Downloads (src/hub): libcurl4-openssl-dev; sha256 from OpenSSL's libcrypto (libssl-dev).
+  find_package(CURL REQUIRED)
+  find_package(OpenSSL REQUIRED)
+  # cpp-httplib: Debian builds it as a library (libcpp-httplib.so); its pkg-config flags (TLS/zlib/brotli
+  # defines) must match that build, so they come from pkg-config. Only server/http.cpp and tests include it.
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(CPP_HTTPLIB REQUIRED IMPORTED_TARGET GLOBAL cpp-httplib)
+  add_library(minfer::httplib ALIAS PkgConfig::CPP_HTTPLIB)
+endif()

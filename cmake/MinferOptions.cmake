@@ -16,6 +16,11 @@ if(MINFER_SANITIZE)
   target_compile_options(minfer_options INTERFACE -fsanitize=${MINFER_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
   target_link_options(minfer_options INTERFACE -fsanitize=${MINFER_SANITIZE})
 endif()
+if(MINFER_FUZZ)
+  # Coverage instrumentation for every library a fuzzer links (the fuzz targets add -fsanitize=fuzzer):
+  # without it libFuzzer sees only the harness's own branches and mutates blind.
+  target_compile_options(minfer_options INTERFACE -fsanitize=fuzzer-no-link)
+endif()
 target_include_directories(minfer_options INTERFACE ${PROJECT_SOURCE_DIR}/src)
 
 # minfer_layer(NAME SOURCES... DEPS ...): one static library per source folder.

@@ -11,6 +11,12 @@ PACKAGES=(
   libssl-dev libcurl4-openssl-dev
   libedit-dev
 )
+# The `neon` tier (scripts/tiers.sh): Debian's aarch64 cross compiler, qemu-user to run its binaries, and
+# the arm64 builds of the libraries the kernel / engine tests link (multiarch: needs the arm64 arch).
+PACKAGES+=(
+  g++-aarch64-linux-gnu qemu-user
+  libgtest-dev:arm64 libgmock-dev:arm64 libfmt-dev:arm64 libutf8proc-dev:arm64 libssl-dev:arm64
+)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -23,6 +29,9 @@ fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 echo "setup: installing ${missing[*]}"
+if [[ " ${missing[*]}" == *":arm64"* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $SUDO dpkg --add-architecture arm64
+fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

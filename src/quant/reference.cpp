@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "core/fp16.h"
 #include "quant/blocks.h"
@@ -232,6 +233,55 @@ void quantize_k4_superblock(const float* x, int nmax, float rmin, int nstep, uin
   }
 }
 
+// The 32-element formats: byte j of qs holds element j (low nibble) and j + 16 (high nibble), the 5th
+// bit of element e is bit e of qh; Q4_0 / Q5_0 subtract 8 / 16, Q4_1 / Q5_1 are unsigned (their min is
+// added separately), Q8_0 is plain bytes. One loop per block, as ggml's reference, so it vectorizes.
+template <class B>
+constexpr int kOffset = std::is_same_v<B, BlockQ4_0>   ? 8
+                        : std::is_same_v<B, BlockQ5_0> ? 16
+                                                       : 0;
+template <class B>
+constexpr bool kFifthBit = std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, BlockQ5_1>;
+
+// Calls f(e, q) for the 32 quants q of block b, element e.
+template <class B, class F>
+inline void for_each_quant(const B& b, F f) {
+  if constexpr (std::is_same_v<B, BlockQ8_0>) {
+    for (int e = 0; e < 32; ++e) f(e, static_cast<int>(b.qs[e]));
+  } else {
+    uint32_t h = 0;
+    if constexpr (kFifthBit<B>) std::memcpy(&h, b.qh, sizeof(h));
+    for (int j = 0; j < 16; ++j) {
+      f(j, ((b.qs[j] & 0x0F) | static_cast<int>(((h >> j) << 4) & 0x10)) - kOffset<B>);
+      f(j + 16, ((b.qs[j] >> 4) | static_cast<int>((h >> (j + 12)) & 0x10)) - kOffset<B>);
+    }
+  }
+}
+template <class B>
+constexpr bool kHasMin = std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1>;
+
+// The element of largest magnitude with its sign, the first one on ties (Q4_0 / Q5_0 encoders).
+inline float signed_absmax(const float* x, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
+// Smallest and largest element (Q4_1 / Q5_1 encoders).
+inline void min_max(const float* x, int n, float* min, float* max) {
+  *min = FLT_MAX;
+  *max = -FLT_MAX;
+  for (int j = 0; j < n; ++j) {
+    if (x[j] < *min) *min = x[j];
+    if (x[j] > *max) *max = x[j];
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------- encoders
@@ -240,13 +290,7 @@ void quantize_q4_0(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<BlockQ4_0*>(vy);
   constexpr int qk = kQK4_0;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < qk; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
+    const float max = signed_absmax(x, qk);
     const float d = max / -8;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = f2h(d);
@@ -264,11 +308,8 @@ void quantize_q4_1(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<BlockQ4_1*>(vy);
   constexpr int qk = kQK4_1;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
-    float min = FLT_MAX, max = -FLT_MAX;
-    for (int j = 0; j < qk; ++j) {
-      if (x[j] < min) min = x[j];
-      if (x[j] > max) max = x[j];
-    }
+    float min, max;
+    min_max(x, qk, &min, &max);
     const float d = (max - min) / ((1 << 4) - 1);
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = f2h(d);
@@ -287,13 +328,7 @@ void quantize_q5_0(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<BlockQ5_0*>(vy);
   constexpr int qk = kQK5_0;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < qk; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
+    const float max = signed_absmax(x, qk);
     const float d = max / -16;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = f2h(d);
@@ -315,11 +350,8 @@ void quantize_q5_1(const float* x, void* vy, int64_t n) {
   auto* y = static_cast<BlockQ5_1*>(vy);
   constexpr int qk = kQK5_1;
   for (int64_t i = 0; i < n / qk; ++i, x += qk) {
-    float min = FLT_MAX, max = -FLT_MAX;
-    for (int j = 0; j < qk; ++j) {
-      if (x[j] < min) min = x[j];
-      if (x[j] > max) max = x[j];
-    }
+    float min, max;
+    min_max(x, qk, &min, &max);
     const float d = (max - min) / ((1 << 5) - 1);
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = f2h(d);
@@ -502,66 +534,40 @@ void quantize_f32(const float* x, void* vy, int64_t n) {
 
 // ---------------------------------------------------------------------------------------------- decoders
 
-void dequantize_q4_0(const void* vx, float* y, int64_t n) {
-  const auto* x = static_cast<const BlockQ4_0*>(vx);
-  for (int64_t i = 0; i < n / kQK4_0; ++i, y += kQK4_0) {
+// The 32-element formats share one decoder: y = d * q (+ m for Q4_1 / Q5_1), q from for_each_quant().
+template <class B>
+void dequantize_32(const void* vx, float* y, int64_t n) {
+  const auto* x = static_cast<const B*>(vx);
+  for (int64_t i = 0; i < n / 32; ++i, y += 32) {
     const float d = h2f(x[i].d);
-    for (int j = 0; j < 16; ++j) {
-      y[j] = static_cast<float>((x[i].qs[j] & 0x0F) - 8) * d;
-      y[j + 16] = static_cast<float>((x[i].qs[j] >> 4) - 8) * d;
-    }
+    for_each_quant(x[i], [&](int e, int q) {
+      if constexpr (kHasMin<B>) {
+        y[e] = static_cast<float>(q) * d + h2f(x[i].m);
+      } else {
+        y[e] = static_cast<float>(q) * d;
+      }
+    });
   }
+}
+
+void dequantize_q4_0(const void* vx, float* y, int64_t n) {
+  dequantize_32<BlockQ4_0>(vx, y, n);
 }
 
 void dequantize_q4_1(const void* vx, float* y, int64_t n) {
-  const auto* x = static_cast<const BlockQ4_1*>(vx);
-  for (int64_t i = 0; i < n / kQK4_1; ++i, y += kQK4_1) {
-    const float d = h2f(x[i].d);
-    const float m = h2f(x[i].m);
-    for (int j = 0; j < 16; ++j) {
-      y[j] = static_cast<float>(x[i].qs[j] & 0x0F) * d + m;
-      y[j + 16] = static_cast<float>(x[i].qs[j] >> 4) * d + m;
-    }
-  }
+  dequantize_32<BlockQ4_1>(vx, y, n);
 }
 
 void dequantize_q5_0(const void* vx, float* y, int64_t n) {
-  const auto* x = static_cast<const BlockQ5_0*>(vx);
-  for (int64_t i = 0; i < n / kQK5_0; ++i, y += kQK5_0) {
-    const float d = h2f(x[i].d);
-    uint32_t qh;
-    std::memcpy(&qh, x[i].qh, sizeof(qh));
-    for (int j = 0; j < 16; ++j) {
-      const int xh0 = static_cast<int>(((qh >> (j + 0)) << 4) & 0x10);
-      const int xh1 = static_cast<int>((qh >> (j + 12)) & 0x10);
-      y[j] = static_cast<float>(((x[i].qs[j] & 0x0F) | xh0) - 16) * d;
-      y[j + 16] = static_cast<float>(((x[i].qs[j] >> 4) | xh1) - 16) * d;
-    }
-  }
+  dequantize_32<BlockQ5_0>(vx, y, n);
 }
 
 void dequantize_q5_1(const void* vx, float* y, int64_t n) {
-  const auto* x = static_cast<const BlockQ5_1*>(vx);
-  for (int64_t i = 0; i < n / kQK5_1; ++i, y += kQK5_1) {
-    const float d = h2f(x[i].d);
-    const float m = h2f(x[i].m);
-    uint32_t qh;
-    std::memcpy(&qh, x[i].qh, sizeof(qh));
-    for (int j = 0; j < 16; ++j) {
-      const int xh0 = static_cast<int>(((qh >> (j + 0)) << 4) & 0x10);
-      const int xh1 = static_cast<int>((qh >> (j + 12)) & 0x10);
-      y[j] = static_cast<float>((x[i].qs[j] & 0x0F) | xh0) * d + m;
-      y[j + 16] = static_cast<float>((x[i].qs[j] >> 4) | xh1) * d + m;
-    }
-  }
+  dequantize_32<BlockQ5_1>(vx, y, n);
 }
 
 void dequantize_q8_0(const void* vx, float* y, int64_t n) {
-  const auto* x = static_cast<const BlockQ8_0*>(vx);
-  for (int64_t i = 0; i < n / kQK8_0; ++i, y += kQK8_0) {
-    const float d = h2f(x[i].d);
-    for (int j = 0; j < kQK8_0; ++j) y[j] = static_cast<float>(x[i].qs[j]) * d;
-  }
+  dequantize_32<BlockQ8_0>(vx, y, n);
 }
 
 void dequantize_q8_1(const void* vx, float* y, int64_t n) {
@@ -572,30 +578,13 @@ void dequantize_q8_1(const void* vx, float* y, int64_t n) {
   }
 }
 
-void dequantize_q4_K(const void* vx, float* y, int64_t n) {
-  const auto* x = static_cast<const BlockQ4_K*>(vx);
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    const uint8_t* q = x[i].qs;
-    const float d = h2f(x[i].d);
-    const float min = h2f(x[i].dmin);
-    int is = 0;
-    uint8_t sc, m;
-    for (int j = 0; j < kQK_K; j += 64, q += 32, is += 2) {
-      get_scale_min_k4(is + 0, x[i].scales, &sc, &m);
-      const float d1 = d * sc, m1 = min * m;
-      get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
-      const float d2 = d * sc, m2 = min * m;
-      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
-      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
-    }
-  }
-}
-
-void dequantize_q5_K(const void* vx, float* y, int64_t n) {
-  const auto* x = static_cast<const BlockQ5_K*>(vx);
+// Q4_K and Q5_K share one decoder: sub-block values are the nibble plus, for Q5_K, 16 * bit of qh.
+template <class B>
+void dequantize_k4(const void* vx, float* y, int64_t n) {
+  constexpr bool kFifth = std::is_same_v<B, BlockQ5_K>;
+  const auto* x = static_cast<const B*>(vx);
   for (int64_t i = 0; i < n / kQK_K; ++i) {
     const uint8_t* ql = x[i].qs;
-    const uint8_t* qh = x[i].qh;
     const float d = h2f(x[i].d);
     const float min = h2f(x[i].dmin);
     int is = 0;
@@ -606,12 +595,28 @@ void dequantize_q5_K(const void* vx, float* y, int64_t n) {
       const float d1 = d * sc, m1 = min * m;
       get_scale_min_k4(is + 1, x[i].scales, &sc, &m);
       const float d2 = d * sc, m2 = min * m;
-      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((ql[l] & 0xF) + (qh[l] & u1 ? 16 : 0)) - m1;
-      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+      for (int l = 0; l < 32; ++l) {
+        int hi = 0;
+        if constexpr (kFifth) hi = x[i].qh[l] & u1 ? 16 : 0;
+        *y++ = d1 * static_cast<float>((ql[l] & 0xF) + hi) - m1;
+      }
+      for (int l = 0; l < 32; ++l) {
+        int hi = 0;
+        if constexpr (kFifth) hi = x[i].qh[l] & u2 ? 16 : 0;
+        *y++ = d2 * static_cast<float>((ql[l] >> 4) + hi) - m2;
+      }
       u1 = static_cast<uint8_t>(u1 << 2);
       u2 = static_cast<uint8_t>(u2 << 2);
     }
   }
+}
+
+void dequantize_q4_K(const void* vx, float* y, int64_t n) {
+  dequantize_k4<BlockQ4_K>(vx, y, n);
+}
+
+void dequantize_q5_K(const void* vx, float* y, int64_t n) {
+  dequantize_k4<BlockQ5_K>(vx, y, n);
 }
 
 void dequantize_q6_K(const void* vx, float* y, int64_t n) {
@@ -704,113 +709,52 @@ void act_f32(const float* x, void* y, int64_t n) {
 
 // ---------------------------------------------------------------------------------------------- dots
 
-void vec_dot_q4_0_q8_0(int64_t n, float* s, const void* vw, const void* vx) {
-  const auto* w = static_cast<const BlockQ4_0*>(vw);
-  const auto* x = static_cast<const BlockQ8_0*>(vx);
+// The 32-element formats share one dot: per block the exact sum of q * x, then
+// sumf += (float)sumi * (d_w * d_x) (+ m_w * s_x against Q8_1 activations, whose s = d * sum(q)).
+template <class WB, class XB>
+void vec_dot_32(int64_t n, float* s, const void* vw, const void* vx) {
+  const auto* w = static_cast<const WB*>(vw);
+  const auto* x = static_cast<const XB*>(vx);
   float sumf = 0;
-  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
+  for (int64_t ib = 0; ib < n / 32; ++ib) {
     int sumi = 0;
-    for (int j = 0; j < 16; ++j) {
-      sumi += ((w[ib].qs[j] & 0x0F) - 8) * x[ib].qs[j];
-      sumi += ((w[ib].qs[j] >> 4) - 8) * x[ib].qs[j + 16];
+    for_each_quant(w[ib], [&](int e, int q) { sumi += q * x[ib].qs[e]; });
+    if constexpr (kHasMin<WB>) {
+      sumf += static_cast<float>(sumi) * (h2f(w[ib].d) * h2f(x[ib].d)) + h2f(w[ib].m) * h2f(x[ib].s);
+    } else {
+      sumf += static_cast<float>(sumi) * (h2f(w[ib].d) * h2f(x[ib].d));
     }
-    sumf += static_cast<float>(sumi) * (h2f(w[ib].d) * h2f(x[ib].d));
   }
   *s = sumf;
+}
+
+void vec_dot_q4_0_q8_0(int64_t n, float* s, const void* vw, const void* vx) {
+  vec_dot_32<BlockQ4_0, BlockQ8_0>(n, s, vw, vx);
 }
 
 void vec_dot_q4_1_q8_1(int64_t n, float* s, const void* vw, const void* vx) {
-  const auto* w = static_cast<const BlockQ4_1*>(vw);
-  const auto* x = static_cast<const BlockQ8_1*>(vx);
-  float sumf = 0;
-  for (int64_t ib = 0; ib < n / kQK8_1; ++ib) {
-    int sumi = 0;
-    for (int j = 0; j < 16; ++j) {
-      sumi += (w[ib].qs[j] & 0x0F) * x[ib].qs[j];
-      sumi += (w[ib].qs[j] >> 4) * x[ib].qs[j + 16];
-    }
-    sumf += static_cast<float>(sumi) * (h2f(w[ib].d) * h2f(x[ib].d)) + h2f(w[ib].m) * h2f(x[ib].s);
-  }
-  *s = sumf;
+  vec_dot_32<BlockQ4_1, BlockQ8_1>(n, s, vw, vx);
 }
 
 void vec_dot_q5_0_q8_0(int64_t n, float* s, const void* vw, const void* vx) {
-  const auto* w = static_cast<const BlockQ5_0*>(vw);
-  const auto* x = static_cast<const BlockQ8_0*>(vx);
-  float sumf = 0;
-  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
-    uint32_t qh;
-    std::memcpy(&qh, w[ib].qh, sizeof(qh));
-    int sumi = 0;
-    for (int j = 0; j < 16; ++j) {
-      const int xh0 = static_cast<int>(((qh >> j) << 4) & 0x10);
-      const int xh1 = static_cast<int>((qh >> (j + 12)) & 0x10);
-      sumi += (((w[ib].qs[j] & 0x0F) | xh0) - 16) * x[ib].qs[j];
-      sumi += (((w[ib].qs[j] >> 4) | xh1) - 16) * x[ib].qs[j + 16];
-    }
-    sumf += static_cast<float>(sumi) * (h2f(w[ib].d) * h2f(x[ib].d));
-  }
-  *s = sumf;
+  vec_dot_32<BlockQ5_0, BlockQ8_0>(n, s, vw, vx);
 }
 
 void vec_dot_q5_1_q8_1(int64_t n, float* s, const void* vw, const void* vx) {
-  const auto* w = static_cast<const BlockQ5_1*>(vw);
-  const auto* x = static_cast<const BlockQ8_1*>(vx);
-  float sumf = 0;
-  for (int64_t ib = 0; ib < n / kQK8_1; ++ib) {
-    uint32_t qh;
-    std::memcpy(&qh, w[ib].qh, sizeof(qh));
-    int sumi = 0;
-    for (int j = 0; j < 16; ++j) {
-      const int xh0 = static_cast<int>(((qh >> j) << 4) & 0x10);
-      const int xh1 = static_cast<int>((qh >> (j + 12)) & 0x10);
-      sumi += ((w[ib].qs[j] & 0x0F) | xh0) * x[ib].qs[j];
-      sumi += ((w[ib].qs[j] >> 4) | xh1) * x[ib].qs[j + 16];
-    }
-    sumf += static_cast<float>(sumi) * (h2f(w[ib].d) * h2f(x[ib].d)) + h2f(w[ib].m) * h2f(x[ib].s);
-  }
-  *s = sumf;
+  vec_dot_32<BlockQ5_1, BlockQ8_1>(n, s, vw, vx);
 }
 
 void vec_dot_q8_0_q8_0(int64_t n, float* s, const void* vw, const void* vx) {
-  const auto* w = static_cast<const BlockQ8_0*>(vw);
-  const auto* x = static_cast<const BlockQ8_0*>(vx);
-  float sumf = 0;
-  for (int64_t ib = 0; ib < n / kQK8_0; ++ib) {
-    int sumi = 0;
-    for (int j = 0; j < kQK8_0; ++j) sumi += w[ib].qs[j] * x[ib].qs[j];
-    sumf += static_cast<float>(sumi) * (h2f(w[ib].d) * h2f(x[ib].d));
-  }
-  *s = sumf;
+  vec_dot_32<BlockQ8_0, BlockQ8_0>(n, s, vw, vx);
 }
 
 // K-quants: per super-block, exact integer sums of scale * (q . x) and min * bsum, then
-// sumf += d * sumi - dmin * summ with d = fp16(w.d) * x.d.
-void vec_dot_q4_K_q8_K(int64_t n, float* s, const void* vw, const void* vx) {
-  const auto* w = static_cast<const BlockQ4_K*>(vw);
-  const auto* x = static_cast<const BlockQ8_K*>(vx);
-  float sumf = 0;
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    int32_t sumi = 0, summ = 0;
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      get_scale_min_k4(j, w[i].scales, &sc, &m);
-      const uint8_t* q = w[i].qs + 32 * (j / 2);
-      const int8_t* a = x[i].qs + 32 * j;
-      int32_t dot = 0;
-      for (int l = 0; l < 32; ++l) dot += ((j & 1) ? (q[l] >> 4) : (q[l] & 0xF)) * a[l];
-      sumi += sc * dot;
-      summ += m * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
-    }
-    const float d = h2f(w[i].d) * x[i].d;
-    const float dmin = h2f(w[i].dmin) * x[i].d;
-    sumf += d * static_cast<float>(sumi) - dmin * static_cast<float>(summ);
-  }
-  *s = sumf;
-}
-
-void vec_dot_q5_K_q8_K(int64_t n, float* s, const void* vw, const void* vx) {
-  const auto* w = static_cast<const BlockQ5_K*>(vw);
+// sumf += d * sumi - dmin * summ with d = fp16(w.d) * x.d. Q4_K and Q5_K share it: a value is the
+// nibble plus, for Q5_K, 16 * bit j of qh[l].
+template <class B>
+void vec_dot_k4(int64_t n, float* s, const void* vw, const void* vx) {
+  constexpr bool kFifth = std::is_same_v<B, BlockQ5_K>;
+  const auto* w = static_cast<const B*>(vw);
   const auto* x = static_cast<const BlockQ8_K*>(vx);
   float sumf = 0;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
@@ -823,7 +767,8 @@ void vec_dot_q5_K_q8_K(int64_t n, float* s, const void* vw, const void* vx) {
       int32_t dot = 0;
       for (int l = 0; l < 32; ++l) {
         const int lo = (j & 1) ? (q[l] >> 4) : (q[l] & 0xF);
-        const int hi = (w[i].qh[l] >> j) & 1;
+        int hi = 0;
+        if constexpr (kFifth) hi = (w[i].qh[l] >> j) & 1;
         dot += (lo | (hi << 4)) * a[l];
       }
       sumi += sc * dot;
@@ -834,6 +779,14 @@ void vec_dot_q5_K_q8_K(int64_t n, float* s, const void* vw, const void* vx) {
     sumf += d * static_cast<float>(sumi) - dmin * static_cast<float>(summ);
   }
   *s = sumf;
+}
+
+void vec_dot_q4_K_q8_K(int64_t n, float* s, const void* vw, const void* vx) {
+  vec_dot_k4<BlockQ4_K>(n, s, vw, vx);
+}
+
+void vec_dot_q5_K_q8_K(int64_t n, float* s, const void* vw, const void* vx) {
+  vec_dot_k4<BlockQ5_K>(n, s, vw, vx);
 }
 
 void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* vw, const void* vx) {

@@ -109,6 +109,26 @@ TEST_P(KernelTest, DotMatchesTheScalarReference) {
   }
 }
 
+// The NEON quantized dots compute each block's exact integer sum with vectors and then the reference's
+// own float expression block by block, so they are bitwise the scalar reference (F32 keeps lanes and the
+// tolerance above; F16/BF16 use the generic table). Runs under qemu-aarch64 (the `neon` preset).
+TEST_P(KernelTest, NeonQuantizedDotIsBitwiseTheReference) {
+  SKIP_IF_UNAVAILABLE();
+  const DType t = GetParam().type;
+  if (GetParam().isa != Isa::kNeon || traits(t).block_size == 1) GTEST_SKIP() << "NEON quantized dots only";
+  for (int64_t n : test_lengths(t)) {
+    const std::vector<float> wf = random_floats(n, 300 + static_cast<uint64_t>(n));
+    const std::vector<float> xf = random_floats(n, 400 + static_cast<uint64_t>(n), 3.0f);
+    const std::vector<uint8_t> w = quantized(t, wf, 1, n, /*offset=*/4);
+    std::vector<uint8_t> x(*row_bytes(tk.vec_dot_type, n) + 12);
+    reference().from_float(xf.data(), x.data() + 12, n);
+    float got = 0, want = 0;
+    tk.vec_dot(n, &got, w.data() + 4, x.data() + 12);
+    reference().vec_dot(n, &want, w.data() + 4, x.data() + 12);
+    EXPECT_EQ(std::memcmp(&got, &want, sizeof(float)), 0) << "n=" << n << ": " << got << " vs " << want;
+  }
+}
+
 TEST_P(KernelTest, EveryTileShapeEqualsVecDotBitwise) {
   SKIP_IF_UNAVAILABLE();
   const DType t = GetParam().type;

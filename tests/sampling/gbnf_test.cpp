@@ -99,6 +99,9 @@ TEST(Gbnf, ReportsErrors) {
   expect_error("root ::= [z-a]", "below its lower bound");
   // Syntax errors carry the position.
   expect_error("root ::= \"a\"\nfoo ::= \"b\\z\"", "line 2 col");
+  // Group nesting is bounded (the parser recurses per group; 2000 levels overflowed a fuzzer's stack).
+  expect_error("root ::= " + std::string(2000, '(') + "\"a\"" + std::string(2000, ')'),
+               "nested deeper than 64");
 }
 
 TEST(Gbnf, WarnsAboutUnusedRules) {

@@ -258,7 +258,27 @@ TEST(JsonSchema, RefusesUnsupportedKeywordsNamingThePath) {
       {R"({"if":{"type":"string"}})", "#/if"},
       {R"({"type":"array","items":{"type":"string","minLength":-1}})", "#/items/minLength"},
       {"{not json", "not valid JSON"},
+      // Found by fuzz/json_schema_fuzz.cpp: a schema that is only a reference to itself gave `ref ::= ref`.
+      {R"({"$defs":{"node":{"ty":{}}},"$ref":"#"})", "refers to itself without consuming input"},
+      {R"({"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})",
+       "refers to itself without consuming input"},
   };
+  // Also found by the fuzzer: nesting overflowed the converter's stack. It is bounded (64) and refused.
+  std::string deep_pattern = R"({"type":"string","pattern":"^)";
+  for (int i = 0; i < 2000; ++i) deep_pattern += "(";
+  deep_pattern += "a";
+  for (int i = 0; i < 2000; ++i) deep_pattern += ")";
+  deep_pattern += R"($"})";
+  std::string deep_schema;
+  for (int i = 0; i < 2000; ++i) deep_schema += R"({"type":"array","items":)";
+  deep_schema += "{}";
+  for (int i = 0; i < 2000; ++i) deep_schema += "}";
+  for (const auto& [schema, needle] : std::vector<std::pair<std::string, const char*>>{
+           {deep_pattern, "nested deeper than 64"}, {deep_schema, "nested deeper than 64"}}) {
+    auto r = json_schema::to_grammar(schema);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  }
   for (const auto& [schema, needle] : refused) {
     auto r = json_schema::to_grammar(schema);
     ASSERT_FALSE(r.ok()) << schema;

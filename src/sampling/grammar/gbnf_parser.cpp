@@ -2,6 +2,8 @@
 // literals and character classes with escapes, `.`, groups, `*` `+` `?` `{m}` `{m,}` `{m,n}`, `#` comments.
 // Repetitions become helper rules exactly as llama.cpp expands them, so the language is the same.
 #include <cstring>
+#include <string>
+#include <unordered_map>
 
 #include "sampling/grammar/grammar.h"
 
@@ -68,9 +70,8 @@ class Parser {
   }
 
   uint32_t symbol_id(std::string_view name, size_t at) {
-    for (size_t i = 0; i < out_.names.size(); ++i) {
-      if (out_.names[i] == name) return static_cast<uint32_t>(i);
-    }
+    if (auto it = ids_.find(std::string(name)); it != ids_.end()) return it->second;
+    ids_.emplace(std::string(name), static_cast<uint32_t>(out_.names.size()));
     out_.names.emplace_back(name);
     out_.rules.emplace_back();
     out_.defined.push_back(false);
@@ -80,6 +81,7 @@ class Parser {
 
   uint32_t generate_symbol(const std::string& base) {
     const std::string name = fmt::format("{}_{}", base, out_.names.size());
+    ids_.emplace(name, static_cast<uint32_t>(out_.names.size()));
     out_.names.push_back(name);
     out_.rules.emplace_back();
     out_.defined.push_back(true);
@@ -87,10 +89,19 @@ class Parser {
     return static_cast<uint32_t>(out_.names.size() - 1);
   }
 
+  // Line and column of byte `at`. Calls come in increasing order (references as they are read), so the
+  // scan resumes where the previous one stopped: linear in the text overall, not per reference (a
+  // printed grammar with thousands of rules took minutes to parse; found by fuzz/gbnf_fuzz.cpp).
   std::pair<size_t, size_t> line_col(size_t at) const {
     size_t line = 1;
     size_t col = 1;
-    for (size_t i = 0; i < at && i < src_.size(); ++i) {
+    size_t i = 0;
+    if (at >= lc_at_) {
+      i = lc_at_;
+      line = lc_line_;
+      col = lc_col_;
+    }
+    for (; i < at && i < src_.size(); ++i) {
       if (src_[i] == '\n') {
         ++line;
         col = 1;
@@ -98,6 +109,9 @@ class Parser {
         ++col;
       }
     }
+    lc_at_ = i;
+    lc_line_ = line;
+    lc_col_ = col;
     return {line, col};
   }
 
@@ -290,10 +304,16 @@ class Parser {
         out.push_back({ElementType::kRuleRef, ref});
         skip_space(nested);
       } else if (c == '(') {
+        // Bounded so a hostile grammar cannot overflow the stack (the parser recurses per group).
+        if (depth_ >= kMaxGroupNesting)
+          return fail(pos_, fmt::format("groups nested deeper than {}", kMaxGroupNesting));
         ++pos_;
         skip_space(true);
         const uint32_t sub = generate_symbol(rule_name);
-        MINFER_RETURN_IF_ERROR(parse_alternates(rule_name, sub, true));
+        ++depth_;
+        const Status nested_status = parse_alternates(rule_name, sub, true);
+        --depth_;
+        MINFER_RETURN_IF_ERROR(nested_status);
         last_sym_start = out.size();
         out.push_back({ElementType::kRuleRef, sub});
         if (peek() != ')') return fail(pos_, "expecting ')'");
@@ -358,8 +378,12 @@ class Parser {
     return static_cast<int>(value);
   }
 
+  static constexpr int kMaxGroupNesting = 64;
   std::string_view src_;
   size_t pos_ = 0;
+  int depth_ = 0;                                        // open parenthesized groups
+  std::unordered_map<std::string, uint32_t> ids_;        // rule name -> id (the first one of that name)
+  mutable size_t lc_at_ = 0, lc_line_ = 1, lc_col_ = 1;  // where line_col() stopped
   ParsedGbnf out_;
   Status err_;
 };

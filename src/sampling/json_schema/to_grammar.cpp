@@ -11,11 +11,15 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "sampling/grammar/grammar.h"
+
 namespace minfer::sampling::json_schema {
 namespace {
 
 using json = nlohmann::ordered_json;
 
+// Schemas nested in schemas, and groups in a pattern, deeper than this are refused: the converter recurses.
+constexpr int kMaxNesting = 64;
 constexpr int kMaxLength = 10000;  // minLength / maxLength / minItems / maxItems above this are refused
 
 const char* const kSpaceRule = R"(| " " | "\n"{1,2} [ \t]{0,20})";
@@ -330,6 +334,17 @@ class Converter {
   }
 
   Result<std::string> visit(const json& schema, const std::string& name, const std::string& path) {
+    // Nesting is bounded so a hostile schema cannot overflow the stack (found by fuzz/json_schema_fuzz.cpp).
+    if (visit_depth_ >= kMaxNesting) {
+      return refuse(path, fmt::format("schemas nested deeper than {} levels are not supported", kMaxNesting));
+    }
+    ++visit_depth_;
+    auto result = visit_schema(schema, name, path);
+    --visit_depth_;
+    return result;
+  }
+
+  Result<std::string> visit_schema(const json& schema, const std::string& name, const std::string& path) {
     if (schema.is_boolean()) {
       if (schema.get<bool>()) return add_rule(name.empty() ? "root" : name, add_primitive("value", "value"));
       return refuse(path, "schema 'false' matches nothing");
@@ -1202,13 +1217,17 @@ class Converter {
   Result<std::string> re_atom() {
     const char c = re_[re_pos_];
     if (c == '(') {
+      if (re_depth_ >= kMaxNesting) return re_error(fmt::format("groups nested deeper than {}", kMaxNesting));
       ++re_pos_;
       if (re_.compare(re_pos_, 2, "?:") == 0) {
         re_pos_ += 2;
       } else if (re_pos_ < re_.size() && re_[re_pos_] == '?') {
         return re_error("lookaround and named groups are not supported");
       }
-      MINFER_ASSIGN_OR_RETURN(std::string inner, re_alternation());
+      ++re_depth_;
+      auto nested = re_alternation();
+      --re_depth_;
+      MINFER_ASSIGN_OR_RETURN(std::string inner, std::move(nested));
       if (re_pos_ >= re_.size() || re_[re_pos_] != ')') return re_error("unbalanced '('");
       ++re_pos_;
       return "(" + inner + ")";
@@ -1293,6 +1312,8 @@ class Converter {
   std::set<std::string> resolving_;
   std::string re_;
   size_t re_pos_ = 0;
+  int re_depth_ = 0;     // open pattern groups
+  int visit_depth_ = 0;  // nested schemas being visited
   std::string re_path_;
   std::string re_name_;
 };
@@ -1302,7 +1323,20 @@ class Converter {
 Result<std::string> to_grammar_from_json(const nlohmann::ordered_json& schema) {
   // nlohmann throws on some inputs (e.g. invalid UTF-8 in a key being dumped): no exception leaves here.
   try {
-    return Converter().run(schema);
+    MINFER_ASSIGN_OR_RETURN(std::string gbnf, Converter().run(schema));
+    // A schema whose references loop back to themselves before any JSON is read (`{"$ref": "#"}`, a
+    // $defs entry naming another that names it) converts to left-recursive rules: refuse it here, with
+    // the loop, instead of handing out a grammar the GBNF parser refuses.
+    auto check = grammar::Grammar::parse(gbnf);
+    if (!check.ok()) {
+      if (check.status().message().find("left recursion") != std::string::npos) {
+        return invalid_argument("json-schema: the schema refers to itself without consuming input ({})",
+                                check.status().message());
+      }
+      return invalid_argument("json-schema: internal error, the converted grammar does not parse: {}",
+                              check.status().message());
+    }
+    return gbnf;
   } catch (const std::exception& e) {
     return invalid_argument("json-schema: {}", e.what());
   }

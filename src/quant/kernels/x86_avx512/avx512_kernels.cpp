@@ -23,8 +23,11 @@ void fill_repack(CpuKernels& k);  // repack_avx512.cpp
 namespace shared {
 // GCC 12's AVX-512 intrinsic headers start some results from _mm512_undefined_*(), which its
 // -Wmaybe-uninitialized misreads once inlined; the values are fully written by the instruction.
+// (GCC only: clang, which builds the fuzzers, has no such warning group.)
 #pragma GCC diagnostic push
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "quant/kernels/x86_avx2/vec16_x86.inc"
 #include "quant/kernels/x86_avx2/attention_x86.inc"
 #include "quant/kernels/x86_avx2/x86_kernels.inc"
