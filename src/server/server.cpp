@@ -351,7 +351,13 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
           break;
         }
         case engine::BatchEvent::Kind::kDone:
-          if (chat) c.assembler.finish();
+          // Text held back until the end (a partial stop-string match) comes with kDone.
+          if (chat) {
+            if (!ev->text.empty()) c.assembler.push(ev->text);
+            c.assembler.finish();
+          } else {
+            c.text += ev->text;
+          }
           c.finish = ev->finish_reason;
           c.done = true;
           break;
@@ -504,6 +510,16 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
         }
         case engine::BatchEvent::Kind::kDone: {
           bool has_calls = false;
+          if (!ev->text.empty()) {  // text held back until the end (a partial stop-string match)
+            Delta held;
+            if (chat) {
+              held = c.assembler.push(ev->text);
+            } else {
+              held.content = ev->text;
+              c.text += ev->text;
+            }
+            delta_frame(ev->choice, c, held, nullptr);
+          }
           if (chat) {
             Delta d = c.assembler.finish();
             delta_frame(ev->choice, c, d, nullptr);
