@@ -444,3 +444,78 @@ TEST(HttpTools, RequiredToolChoiceGivesAParsedCall) {
 
 }  // namespace
 }  // namespace minfer::server::test
+
+namespace minfer::server::test {
+namespace {
+
+// A repeated prompt reuses the cached prefix, and the reuse is reported as OpenAI's cached_tokens.
+TEST(HttpPrefix, ARepeatedPromptReportsCachedTokens) {
+  TestServer server;
+  ASSERT_TRUE(server.ok());
+  const std::string body = R"({"messages":[{"role":"system","content":"You answer briefly and precisely."},)"
+                           R"({"role":"user","content":"Name a colour."}],"max_tokens":4,"temperature":0})";
+  Reply a = post(server, "/v1/chat/completions", body);
+  Reply b = post(server, "/v1/chat/completions", body);
+  ASSERT_EQ(a.status, 200) << a.raw;
+  ASSERT_EQ(b.status, 200) << b.raw;
+  EXPECT_EQ(a.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  EXPECT_EQ(b.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
+            b.body["usage"]["prompt_tokens"].get<int>() - 1);
+  EXPECT_EQ(a.body["choices"][0]["message"], b.body["choices"][0]["message"]);
+}
+
+// --slots-file: a restarted server restores the finished conversation's KV rows and prefills only the rest.
+TEST(HttpSlots, ARestartRestoresTheSlotsFile) {
+  const std::string file = ::minfer::test::temp_dir() + "/http-slots.bin";
+  std::remove(file.c_str());
+  const std::string body =
+      R"({"prompt":"Once upon a time there was a small engine","max_tokens":5,"temperature":0})";
+  json first;
+  {
+    TestServerOptions o;
+    o.slots_file = file;
+    TestServer server(o);
+    ASSERT_TRUE(server.ok());
+    Reply r = post(server, "/v1/completions", body);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_EQ(r.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    first = r.body;
+  }
+  TestServerOptions o;
+  o.slots_file = file;
+  TestServer server(o);
+  ASSERT_TRUE(server.ok());
+  Reply r = post(server, "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(),
+            first["usage"]["prompt_tokens"].get<int>() - 1);
+  EXPECT_EQ(r.body["choices"][0]["text"], first["choices"][0]["text"]);
+}
+
+// A failed forward answers 500 (server_error), or an error frame then [DONE] once a stream has started;
+// the server keeps serving.
+TEST(HttpFault, AFailedForwardIs500AndTheServerGoesOn) {
+  std::atomic<int> failures{2};
+  TestServerOptions o;
+  o.fault_injector = [&failures](int64_t) {
+    return failures.fetch_sub(1) > 0 ? Status(StatusCode::kInternal, "injected forward failure") : Status();
+  };
+  TestServer server(o);
+  ASSERT_TRUE(server.ok());
+  Reply r = post(server, "/v1/completions", R"({"prompt":"hello","max_tokens":4,"temperature":0})");
+  EXPECT_EQ(r.status, 500) << r.raw;
+  EXPECT_EQ(r.body["error"]["type"], "server_error");
+  Reply st =
+      post(server, "/v1/completions", R"({"prompt":"hello","max_tokens":4,"temperature":0,"stream":true})");
+  const auto frames = sse_payloads(st.raw);
+  ASSERT_GE(frames.size(), 2u) << st.raw;
+  EXPECT_NE(frames[frames.size() - 2].find("injected forward failure"), std::string::npos) << st.raw;
+  EXPECT_EQ(frames.back(), "[DONE]");
+  Reply ok = post(server, "/v1/completions", R"({"prompt":"hello","max_tokens":4,"temperature":0})");
+  EXPECT_EQ(ok.status, 200) << ok.raw;
+  Reply m = get(server, "/metrics");
+  EXPECT_EQ(metric(m.raw, "minfer_requests_failed_total"), 2) << m.raw;
+}
+
+}  // namespace
+}  // namespace minfer::server::test

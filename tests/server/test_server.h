@@ -2,6 +2,8 @@
 // layer on 127.0.0.1 with an ephemeral port, plus small HTTP/SSE helpers over cpp-httplib's client.
 #pragma once
 
+#include <functional>
+
 #include <memory>
 #include <string>
 #include <thread>
@@ -56,6 +58,8 @@ struct TestServerOptions {
   std::string api_key;
   bool reasoning = true;
   size_t max_body = 1 << 20;
+  std::string slots_file;
+  std::function<Status(int64_t)> fault_injector;  // the batcher's test hook: a failed forward
 };
 
 class TestServer {
@@ -79,6 +83,8 @@ class TestServer {
     engine::BatcherOptions bo;
     bo.n_slots = o.n_slots;
     bo.queue_depth = o.queue_depth;
+    bo.slots_file = o.slots_file;
+    bo.fault_injector = o.fault_injector;
     auto b = engine::Batcher::create(*engine_, bo);
     EXPECT_TRUE(b.ok()) << b.status().message();
     batcher_ = std::move(*b);
