@@ -34,6 +34,21 @@ struct Sampler::State {
   Candidates cand;
 };
 
+namespace {
+
+// The stages after the greedy shortcut, in pipeline order: top-k, typical, top-p, min-p, XTC, temperature.
+void truncate_and_temper(Candidates& c, const SamplerConfig& cfg, Rng& rng) {
+  const auto min_keep = static_cast<size_t>(cfg.min_keep);
+  top_k(c, cfg.top_k);
+  typical(c, cfg.typical_p, min_keep);
+  top_p(c, cfg.top_p, min_keep);
+  min_p(c, cfg.min_p, min_keep);
+  xtc(c, cfg.xtc_probability, cfg.xtc_threshold, min_keep, rng);
+  temperature(c, cfg.temp);
+}
+
+}  // namespace
+
 Sampler::Sampler(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Sampler::Sampler(Sampler&&) noexcept = default;
 Sampler& Sampler::operator=(Sampler&&) noexcept = default;
@@ -119,13 +134,7 @@ Result<int32_t> Sampler::sample(std::span<float> logits) {
   if (cfg.temp <= 0.0f) return c.data[argmax_index(c)].id;
   if (cfg.mirostat != 0) return c.data[s.mirostat.sample(c, s.rng)].id;
 
-  const auto min_keep = static_cast<size_t>(cfg.min_keep);
-  top_k(c, cfg.top_k);
-  typical(c, cfg.typical_p, min_keep);
-  top_p(c, cfg.top_p, min_keep);
-  min_p(c, cfg.min_p, min_keep);
-  xtc(c, cfg.xtc_probability, cfg.xtc_threshold, min_keep, s.rng);
-  temperature(c, cfg.temp);
+  truncate_and_temper(c, cfg, s.rng);
   return c.data[draw_index(c, s.rng)].id;
 }
 
@@ -142,13 +151,7 @@ Result<std::vector<TokenData>> Sampler::distribution(std::span<float> logits) {
     const TokenData best = c.data[argmax_index(c)];
     return std::vector<TokenData>{{best.id, best.logit, 1.0f}};
   }
-  const auto min_keep = static_cast<size_t>(cfg.min_keep);
-  top_k(c, cfg.top_k);
-  typical(c, cfg.typical_p, min_keep);
-  top_p(c, cfg.top_p, min_keep);
-  min_p(c, cfg.min_p, min_keep);
-  xtc(c, cfg.xtc_probability, cfg.xtc_threshold, min_keep, s.rng);
-  temperature(c, cfg.temp);
+  truncate_and_temper(c, cfg, s.rng);
   softmax(c, false);
   std::vector<TokenData> out;
   out.reserve(c.size());

@@ -4,24 +4,14 @@
 
 #include <gtest/gtest.h>
 
-#include "backend/cpu/cpu_backend.h"
 #include "core/fp16.h"
 #include "kv/kv_cache.h"
+#include "make_cache.h"
 
 namespace minfer::kv {
 namespace {
 
-std::unique_ptr<KvCache> make(int64_t cells, DType type = DType::F32) {
-  static backend::CpuBackend cpu;
-  KvConfig c;
-  c.n_layer = 2;
-  c.n_cells = cells;
-  c.row_elems = 64;
-  c.type = type;
-  auto kv = KvCache::create(c, cpu);
-  EXPECT_TRUE(kv.ok()) << kv.status().message();
-  return std::move(*kv);
-}
+std::unique_ptr<KvCache> make(int64_t cells, DType type = DType::F32) { return test::make_cache(cells, type); }
 
 TEST(KvCache, WindowsArePerSequenceInPositionOrder) {
   auto kv = make(16);

@@ -8,24 +8,14 @@
 #include <fstream>
 #include <iterator>
 
-#include "backend/cpu/cpu_backend.h"
 #include "common/fixtures.h"
 #include "kv/kv_state.h"
+#include "make_cache.h"
 
 namespace minfer::kv {
 namespace {
 
-std::unique_ptr<KvCache> make(int64_t cells, DType type = DType::F32) {
-  static backend::CpuBackend cpu;
-  KvConfig c;
-  c.n_layer = 2;
-  c.n_cells = cells;
-  c.row_elems = 64;
-  c.type = type;
-  auto kv = KvCache::create(c, cpu);
-  EXPECT_TRUE(kv.ok()) << kv.status().message();
-  return std::move(*kv);
-}
+std::unique_ptr<KvCache> make(int64_t cells, DType type = DType::F32) { return test::make_cache(cells, type); }
 
 // Fills positions 0..n-1 of `seq` with rows derived from (layer, K/V, position, seq).
 void fill(KvCache& kv, SeqId seq, int32_t n) {
@@ -71,7 +61,7 @@ TEST(KvState, RoundTripRestoresRowsAndTokens) {
   auto kv = make(32);
   fill(*kv, 0, 5);
   fill(*kv, 3, 7);
-  const std::string path = test::temp_dir() + "/state.kv";
+  const std::string path = ::minfer::test::temp_dir() + "/state.kv";
   ASSERT_TRUE(save_kv_file(path, kId, *kv, {{0, {1, 2, 3, 4, 5}}, {3, {9, 8, 7, 6, 5, 4, 3}}}).ok());
   auto fresh = make(32);
   fill(*fresh, 1, 4);  // another sequence already present: restored rows land in other cells
@@ -87,7 +77,7 @@ TEST(KvState, RoundTripRestoresRowsAndTokens) {
 TEST(KvState, MismatchesAndCorruptionAreNamedAndChangeNothing) {
   auto kv = make(32);
   fill(*kv, 0, 6);
-  const std::string path = test::temp_dir() + "/state2.kv";
+  const std::string path = ::minfer::test::temp_dir() + "/state2.kv";
   ASSERT_TRUE(save_kv_file(path, kId, *kv, {{0, {1, 2, 3, 4, 5, 6}}}).ok());
   auto expect_refused = [&](const std::string& file, const KvFileIdentity& id, const std::string& why) {
     auto fresh = make(32);
@@ -103,7 +93,7 @@ TEST(KvState, MismatchesAndCorruptionAreNamedAndChangeNothing) {
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto write = [&](const std::string& name, const std::string& content) {
-    const std::string p = test::temp_dir() + "/" + name;
+    const std::string p = ::minfer::test::temp_dir() + "/" + name;
     std::ofstream(p, std::ios::binary) << content;
     return p;
   };
