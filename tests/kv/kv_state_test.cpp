@@ -106,14 +106,14 @@ TEST(KvState, MismatchesAndCorruptionAreNamedAndChangeNothing) {
   expect_refused(write("ver.kv", version), kId, "format version 9");
   expect_refused(write("junk.kv", "hello"), kId, "not a minfer KV file");
   auto fresh = make(32);
-  EXPECT_EQ(load_kv_file(test::temp_dir() + "/missing.kv", kId, *fresh).status().code(),
+  EXPECT_EQ(load_kv_file(::minfer::test::temp_dir() + "/missing.kv", kId, *fresh).status().code(),
             StatusCode::kNotFound);
 }
 
 TEST(KvState, SaveRefusesASequenceWithHoles) {
   auto kv = make(16);
   ASSERT_TRUE(kv->allocate(std::vector<SeqId>{0, 0}, std::vector<int32_t>{0, 2}).ok());
-  EXPECT_FALSE(save_kv_file(test::temp_dir() + "/holes.kv", kId, *kv, {{0, {1, 2}}}).ok());
+  EXPECT_FALSE(save_kv_file(::minfer::test::temp_dir() + "/holes.kv", kId, *kv, {{0, {1, 2}}}).ok());
 }
 
 }  // namespace
