@@ -178,14 +178,8 @@ int run_command(const Args& argv) {
   options.n_ctx = args.n_ctx;
   options.n_threads = args.threads;
   options.n_batch = args.batch;
-  std::string cache_type = args.cache_type;
-  if (cache_type.empty()) {
-    const char* env = std::getenv("MINFER_CACHE_TYPE");
-    cache_type = env != nullptr ? env : "f16";
-  }
-  auto kv_type = dtype_from_name(cache_type);
-  if (!kv_type) return fail(invalid_argument("unknown --cache-type '{}' (use f32, f16 or q8_0)", cache_type));
-  if (Status st = kv::check_cache_type(*kv_type); !st.ok()) return fail(st);
+  auto kv_type = kv_cache_type(args.cache_type);
+  if (!kv_type.ok()) return fail(kv_type.status());
   options.cache_type = *kv_type;
 
   // A path, a cached short name, or an hf:/ollama: URI (downloaded into the cache first).

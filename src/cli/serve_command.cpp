@@ -140,14 +140,8 @@ int serve_command(const Args& argv) {
   }
   auto max_body = server::parse_byte_size(args.max_body);
   if (!max_body.ok()) return fail(max_body.status().with_context("--max-body: "));
-  std::string cache_type = args.cache_type;
-  if (cache_type.empty()) {
-    const char* env = std::getenv("MINFER_CACHE_TYPE");
-    cache_type = env != nullptr ? env : "f16";
-  }
-  auto kv_type = dtype_from_name(cache_type);
-  if (!kv_type) return fail(invalid_argument("unknown --cache-type '{}' (use f32, f16 or q8_0)", cache_type));
-  if (Status st = kv::check_cache_type(*kv_type); !st.ok()) return fail(st);
+  auto kv_type = kv_cache_type(args.cache_type);
+  if (!kv_type.ok()) return fail(kv_type.status());
   const int64_t drain_ms = drain_ms_from_env();
 
   // Signals are taken by sigwait below, never by an asynchronous handler; block them before any thread

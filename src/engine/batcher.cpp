@@ -102,8 +102,6 @@ struct Slot {
   std::optional<StopMatcher> stops;
 };
 
-std::string take_held_text(Slot& slot, bool* stopped_out = nullptr);
-
 }  // namespace
 
 struct Batcher::Impl {
@@ -310,7 +308,7 @@ bool Batcher::Impl::step() {
       return slots[a].tokens.size() < slots[b].tokens.size();
     });
     Slot& s = slots[*longest];
-    finish_choice(s, "length", take_held_text(s));
+    finish_choice(s, "length", release_held_text(*s.detok, *s.stops));
     decoders.erase(longest);
   }
   Batch batch;
@@ -444,17 +442,6 @@ bool Batcher::Impl::step() {
   return true;
 }
 
-// Text the stream decoder and stop matcher still hold, released at the end of a choice.
-namespace {
-std::string take_held_text(Slot& slot, bool* stopped_out) {
-  bool stopped = false;
-  std::string text = slot.stops->push(slot.detok->finish(), &stopped);
-  if (!stopped) text += slot.stops->flush();
-  if (stopped_out != nullptr) *stopped_out = stopped;
-  return text;
-}
-}  // namespace
-
 void Batcher::Impl::sample_choice(Slot& slot, std::span<const float> row) {
   Job& job = *slot.job;
   sampling::Sampler& sampler = job.samplers[static_cast<size_t>(slot.choice)];
@@ -462,7 +449,7 @@ void Batcher::Impl::sample_choice(Slot& slot, std::span<const float> row) {
   auto token = sampler.sample(buf);
   if (!token.ok()) {
     if (sampler.has_grammar()) {
-      finish_choice(slot, "grammar", take_held_text(slot), token.status().message());
+      finish_choice(slot, "grammar", release_held_text(*slot.detok, *slot.stops), token.status().message());
       return;
     }
     fail_job(slot.job, token.status());
@@ -470,7 +457,7 @@ void Batcher::Impl::sample_choice(Slot& slot, std::span<const float> row) {
   }
   sampler.accept(*token);
   if (vocab->is_eog(*token)) {
-    finish_choice(slot, "stop", take_held_text(slot));
+    finish_choice(slot, "stop", release_held_text(*slot.detok, *slot.stops));
     return;
   }
   ++slot.n_generated;
@@ -486,7 +473,7 @@ void Batcher::Impl::sample_choice(Slot& slot, std::span<const float> row) {
   const int32_t n_ctx = engine.n_ctx();
   const bool at_limit = job.req.n_predict >= 0 && slot.n_generated >= job.req.n_predict;
   const bool ctx_full = static_cast<int32_t>(slot.tokens.size()) >= n_ctx;  // no position left for it
-  if (!stopped && (at_limit || ctx_full)) ev.text += take_held_text(slot, &stopped);
+  if (!stopped && (at_limit || ctx_full)) ev.text += release_held_text(*slot.detok, *slot.stops, &stopped);
   job.handle->push(std::move(ev));
   if (stopped) {
     finish_choice(slot, "stop", "");

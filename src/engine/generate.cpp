@@ -44,6 +44,14 @@ std::string StopMatcher::push(std::string_view text, bool* stopped) {
   return out;
 }
 
+std::string release_held_text(tokenizer::StreamDecoder& detok, StopMatcher& stops, bool* stopped) {
+  bool hit = false;
+  std::string text = stops.push(detok.finish(), &hit);
+  if (!hit) text += stops.flush();
+  if (stopped != nullptr) *stopped = hit;
+  return text;
+}
+
 std::string StopMatcher::flush() {
   std::string out;
   out.swap(pending_);
@@ -131,11 +139,7 @@ Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prom
     batch.add(*token, pos++, options.seq, true);
     MINFER_ASSIGN_OR_RETURN(logits, engine.decode(batch));
   }
-  if (result.stop_reason != "stop") {
-    bool stopped = false;
-    emit(stops.push(detok.finish(), &stopped));
-    if (!stopped) emit(stops.flush());
-  }
+  if (result.stop_reason != "stop") emit(release_held_text(detok, stops));
   result.timings.n_generated = static_cast<int32_t>(result.generated_ids.size());
   result.timings.generate_ms = ms_since(t0);
   return result;

@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "sampling/config.h"
+#include "tokenizer/stream_decoder.h"
 
 namespace minfer::engine {
 
@@ -69,5 +70,9 @@ class StopMatcher {
   std::vector<std::string> stops_;
   std::string pending_;
 };
+
+// At the end of a reply: what the stream decoder and the stop matcher still hold, as final text (a stop
+// string completed by it is dropped, with what follows, and sets *stopped when given).
+std::string release_held_text(tokenizer::StreamDecoder& detok, StopMatcher& stops, bool* stopped = nullptr);
 
 }  // namespace minfer::engine

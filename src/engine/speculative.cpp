@@ -304,11 +304,7 @@ Result<GenerateResult> generate_speculative(Engine& target, Drafter& drafter,
     st.accepted += n_accepted;
     planner.record(k, n_accepted, draft_ms, verify_ms);
   }
-  if (result.stop_reason != "stop") {
-    bool stopped = false;
-    emit(stops.push(detok.finish(), &stopped));
-    if (!stopped) emit(stops.flush());
-  }
+  if (result.stop_reason != "stop") emit(release_held_text(detok, stops));
   result.timings.n_generated = static_cast<int32_t>(result.generated_ids.size());
   result.timings.generate_ms = ms_since(t0);
   return result;

@@ -3,23 +3,13 @@
 
 #include <algorithm>
 
+#include "server/tag_scan.h"
+
 namespace minfer::server {
 namespace {
 
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
-
-bool is_space(char c) {
-  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
-}
-
-// Length of the longest suffix of `s` that is a proper prefix of `tag`.
-size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
-  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n) {
-    if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
-  }
-  return 0;
-}
 
 }  // namespace
 
