@@ -8,7 +8,9 @@
 
 namespace minfer::server {
 
-inline bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+inline bool is_space(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 // Length of the longest suffix of `s` that is a proper prefix of `tag`.
 inline size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
