@@ -99,6 +99,7 @@ Status Sampler::prepare(std::span<float> logits) {
     // Every stage before this only shifts logits and every stage after only removes candidates, so a
     // masked token can never come back; the mask draws no random numbers.
     const grammar::TokenMask& mask = s.matcher->mask();
+    MINFER_RETURN_IF_ERROR(s.matcher->health());
     size_t w = 0;
     for (size_t i = 0; i < c.size(); ++i) {
       if (mask.test(c.data[i].id)) c.data[w++] = c.data[i];

@@ -202,6 +202,24 @@ TEST(TokenMask, RefusalNamesTheTokenAndItsAcceptedPrefix) {
   EXPECT_NE(bad.message().find("after 'abc'"), std::string::npos) << bad.message();
 }
 
+TEST(TokenMask, GrammarsThatKeepExponentiallyManyParsesAreRefusedByName) {
+  auto vocab = test_vocab();
+  // Each 'a' defers a choice between a closing 'b' and 'c': n a's keep 2^n parse stacks open.
+  GrammarMatcher m(parse("root ::= r\nr ::= \"a\" r \"b\" | \"a\" r \"c\" | \"\""),
+                   std::make_shared<TokenTrie>(*vocab), vocab);
+  ASSERT_TRUE(m.accept_bytes("aaaaaaaa").ok());
+  EXPECT_TRUE(m.health().ok());
+  const Status st = m.accept_bytes(std::string(16, 'a'));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("alternative parses are open"), std::string::npos) << st.message();
+  EXPECT_FALSE(m.health().ok());
+  // Nested repetitions of a nullable item (the fuzzer's `x{0,}{7}{1,75}`) repeat the same
+  // sub-expansions; they are expanded once, so such grammars stay quick and exact.
+  auto g = parse("root ::= [^a]{0,}{7}{1,75}");
+  EXPECT_TRUE(grammar_accepts(g, std::string(200, 'x')));
+  EXPECT_FALSE(grammar_accepts(g, "xxa"));
+}
+
 TEST(TokenMask, MasksAreCachedPerState) {
   auto vocab = test_vocab();
   GrammarMatcher m(parse("root ::= [a-z]+"), std::make_shared<TokenTrie>(*vocab), vocab);

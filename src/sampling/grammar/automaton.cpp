@@ -8,12 +8,12 @@
 namespace minfer::sampling::grammar {
 
 Automaton::Automaton(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
-  std::vector<Stack> stacks;
+  Expansion ex;
   uint32_t pos = grammar_->rule_start(grammar_->root());
   for (;;) {
     Stack s;
     if (!grammar_->is_end_of_sequence(pos)) s.push_back(pos);
-    expand(s, stacks);
+    expand(std::move(s), ex);
     while (!grammar_->is_end_of_sequence(pos)) ++pos;
     if (grammar_->at(pos).type == ElementType::kAlt) {
       ++pos;
@@ -21,27 +21,36 @@ Automaton::Automaton(std::shared_ptr<const Grammar> grammar) : grammar_(std::mov
       break;
     }
   }
-  initial_ = intern_state(intern_set(std::move(stacks)), 0, 0, 0, -1);
+  const int32_t set = intern_expansion(ex);
+  initial_ = intern_state(set >= 0 ? set : intern_set({}), 0, 0, 0, -1);
 }
 
-void Automaton::expand(Stack& stack, std::vector<Stack>& out) const {
-  if (stack.empty()) {
-    out.push_back(stack);
+size_t Automaton::StackHash::operator()(const Stack& s) const {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (uint32_t v : s) h = (h ^ v) * 0x100000001b3ULL;
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
+void Automaton::expand(Stack stack, Expansion& ex) const {
+  if (ex.overflow || !ex.seen.insert(stack).second) return;
+  if (ex.seen.size() > 4 * kMaxStacks) {
+    ex.overflow = true;
     return;
   }
-  const uint32_t top = stack.back();
-  const Element& e = grammar_->at(top);
-  if (e.type != ElementType::kRuleRef) {
-    out.push_back(stack);  // a character class: the stack waits for input here
+  if (stack.empty() || grammar_->at(stack.back()).type != ElementType::kRuleRef) {
+    ex.out.push_back(std::move(stack));  // empty (a complete parse) or waiting at a character class
+    if (ex.out.size() > kMaxStacks) ex.overflow = true;
     return;
   }
   // Replace the reference by its continuation, then push each alternative's first element.
-  uint32_t sub = grammar_->rule_start(e.value);
+  const uint32_t top = stack.back();
+  uint32_t sub = grammar_->rule_start(grammar_->at(top).value);
+  stack.pop_back();
+  if (!grammar_->is_end_of_sequence(top + 1)) stack.push_back(top + 1);
   for (;;) {
-    Stack next(stack.begin(), stack.end() - 1);
-    if (!grammar_->is_end_of_sequence(top + 1)) next.push_back(top + 1);
+    Stack next = stack;
     if (!grammar_->is_end_of_sequence(sub)) next.push_back(sub);
-    expand(next, out);
+    expand(std::move(next), ex);
     while (!grammar_->is_end_of_sequence(sub)) ++sub;
     if (grammar_->at(sub).type == ElementType::kAlt) {
       ++sub;
@@ -49,6 +58,14 @@ void Automaton::expand(Stack& stack, std::vector<Stack>& out) const {
       break;
     }
   }
+}
+
+int32_t Automaton::intern_expansion(Expansion& ex) {
+  if (ex.overflow) {
+    overflowed_ = true;
+    return -1;
+  }
+  return ex.out.empty() ? -1 : intern_set(std::move(ex.out));
 }
 
 int32_t Automaton::intern_set(std::vector<Stack> stacks) {
@@ -125,15 +142,16 @@ int32_t Automaton::compute(int32_t state, uint8_t byte) {
   }
   const std::vector<Stack>& stacks = sets_[static_cast<size_t>(st.set)];
   if (remain == 0) {
-    std::vector<Stack> next;
+    Expansion ex;
     for (const Stack& s : stacks) {
       if (s.empty() || !grammar_->match_char(s.back(), value)) continue;
       Stack n(s.begin(), s.end() - 1);
       const uint32_t after = grammar_->after_char(s.back());
       if (!grammar_->is_end_of_sequence(after)) n.push_back(after);
-      expand(n, next);
+      expand(std::move(n), ex);
     }
-    if (!next.empty()) result = intern_state(intern_set(std::move(next)), 0, 0, 0, -1);
+    const int32_t set = intern_expansion(ex);
+    if (set >= 0) result = intern_state(set, 0, 0, 0, -1);
     return done(result);
   }
   // The code points this partial character can still become, limited to what its length may encode.
@@ -150,7 +168,7 @@ int32_t Automaton::compute(int32_t state, uint8_t byte) {
   if (all_valid) {
     // When every stack accepts all or none of the completions, decide the outcome now.
     bool uniform = true;
-    std::vector<Stack> next;
+    Expansion ex;
     for (const Stack& s : stacks) {
       if (s.empty()) continue;
       const Grammar::RangeVerdict v = grammar_->range_verdict(s.back(), low, high);
@@ -162,11 +180,12 @@ int32_t Automaton::compute(int32_t state, uint8_t byte) {
         Stack n(s.begin(), s.end() - 1);
         const uint32_t after = grammar_->after_char(s.back());
         if (!grammar_->is_end_of_sequence(after)) n.push_back(after);
-        expand(n, next);
+        expand(std::move(n), ex);
       }
     }
     if (uniform) {
-      if (!next.empty()) result = intern_state(st.set, 0, remain, len, intern_set(std::move(next)));
+      const int32_t set = intern_expansion(ex);
+      if (set >= 0) result = intern_state(st.set, 0, remain, len, set);
       return done(result);
     }
   }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "sampling/grammar/grammar.h"
@@ -45,6 +46,13 @@ class Automaton {
   // Forgets every cached state except `keep`; returns keep's new id. Bounds memory on long runs.
   int32_t compact(int32_t keep);
 
+  // A grammar whose parses multiply with the input (nested repetitions of a nullable or overlapping
+  // item, e.g. `x*{7}{1,75}`) would need exponential time and memory per byte. A step that reaches
+  // more than kMaxStacks distinct parse stacks answers kDead and sets this flag for good, so callers
+  // can refuse the grammar by name instead of hanging.
+  static constexpr size_t kMaxStacks = 1 << 14;
+  bool overflowed() const { return overflowed_; }
+
  private:
   using Stack = std::vector<uint32_t>;
   struct State {
@@ -62,8 +70,21 @@ class Automaton {
     }
   };
 
+  struct StackHash {
+    size_t operator()(const Stack& s) const;
+  };
+  // One step's expansion: every stack reached (expanded once: nullable chains would otherwise repeat
+  // the same sub-expansions exponentially often) and the ones that wait for input.
+  struct Expansion {
+    std::vector<Stack> out;
+    std::unordered_set<Stack, StackHash> seen;
+    bool overflow = false;
+  };
+
   int32_t compute(int32_t state, uint8_t byte);
-  void expand(Stack& stack, std::vector<Stack>& out) const;
+  void expand(Stack stack, Expansion& ex) const;
+  // Interns the expansion's stacks; -1 (and overflowed_) when it overflowed.
+  int32_t intern_expansion(Expansion& ex);
   int32_t intern_set(std::vector<Stack> stacks);
   int32_t intern_state(int32_t set, uint32_t partial, int32_t remain, int32_t len, int32_t pending);
 
@@ -75,6 +96,7 @@ class Automaton {
   std::unordered_map<std::pair<uint64_t, int32_t>, int32_t, KeyHash> state_ids_;
   std::vector<int32_t> trans_;  // states_.size() * 256
   int32_t initial_ = kDead;
+  bool overflowed_ = false;
 };
 
 }  // namespace minfer::sampling::grammar

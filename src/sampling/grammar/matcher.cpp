@@ -55,10 +55,20 @@ void GrammarMatcher::maybe_compact() {
   masks_.clear();
 }
 
+Status GrammarMatcher::health() const {
+  if (!automaton_.overflowed()) return Status();
+  return invalid_argument(
+      "grammar: more than {} alternative parses are open after '{}' (choices that only later text "
+      "decides, or repetitions of an item that can be empty or match the same text in several ways, "
+      "multiply them); rewrite the grammar so that fewer choices are pending at once",
+      Automaton::kMaxStacks, tail(accepted_));
+}
+
 Status GrammarMatcher::accept_bytes(std::string_view bytes) {
   int32_t s = state_;
   for (size_t i = 0; i < bytes.size(); ++i) {
     const int32_t next = automaton_.step(s, static_cast<uint8_t>(bytes[i]));
+    MINFER_RETURN_IF_ERROR(health());
     if (next == Automaton::kDead) {
       return invalid_argument(
           "grammar: '{}' is rejected after '{}': only its first {} byte(s) '{}' are accepted",

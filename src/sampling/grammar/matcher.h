@@ -29,6 +29,10 @@ class GrammarMatcher {
   // Advances by raw bytes (tests, forced text); same refusal rule.
   Status accept_bytes(std::string_view bytes);
 
+  // An error once the grammar turned out too ambiguous to follow (Automaton::overflowed): every later
+  // mask and step is then meaningless, so callers check this after mask().
+  Status health() const;
+
   bool accepting() const { return automaton_.accepting(state_); }
   bool finished() const { return finished_; }  // an EOG token was accepted
   // Text accepted so far, for error messages (last 40 bytes are shown).
