@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "core/log.h"
+#include "engine/batch_drafter.h"
+#include "engine/batcher_slots.h"
 #include "engine/generate.h"
 #include "kv/kv_state.h"
 #include "sampling/sampler.h"
@@ -75,34 +77,8 @@ void RequestHandle::push(BatchEvent event) {
 // ---------------------------------------------------------------------------------------------------------
 // Worker state
 
-namespace {
-
-// An accepted request.
-struct Job {
-  std::shared_ptr<RequestHandle> handle;
-  BatchRequest req;
-  std::vector<sampling::Sampler> samplers;  // one per choice
-  BatchUsage usage;
-  std::vector<int32_t> slots;  // slot index per choice, once admitted
-  int32_t choices_open = 0;
-};
-
-// One sequence of the KV cache. `tokens` are exactly the tokens whose rows sit at positions 0..n-1.
-struct Slot {
-  kv::SeqId seq = 0;
-  std::vector<int32_t> tokens;
-  Clock::time_point last_used{};
-  std::shared_ptr<Job> job;  // null when idle
-  int32_t choice = 0;
-  bool generating = false;  // false while choice 0 prefills (other choices wait for it)
-  size_t prefill_next = 0;  // choice 0: next prompt index to evaluate
-  int32_t next_token = -1;  // sampled, not yet evaluated
-  int32_t n_generated = 0;
-  std::optional<tokenizer::StreamDecoder> detok;
-  std::optional<StopMatcher> stops;
-};
-
-}  // namespace
+using batching::Job;
+using batching::Slot;
 
 struct Batcher::Impl {
   Engine& engine;
@@ -140,6 +116,9 @@ struct Batcher::Impl {
   double ema_decode_ms = 0.0;
   double ema_prefill_token_ms = 0.0;
 
+  std::unique_ptr<batching::BatchDrafter> drafter;  // speculation; null when off
+  std::atomic<int64_t> spec_rounds{0}, spec_drafted{0}, spec_accepted{0};
+
   std::thread worker;
 
   Impl(Engine& e, const BatcherOptions& o) : engine(e), opt(o) {}
@@ -152,6 +131,9 @@ struct Batcher::Impl {
   int32_t prefill_budget(int32_t n_decode) const;
   bool ensure_cells(int64_t need, const std::vector<bool>& protect);
   void sample_choice(Slot& slot, std::span<const float> row);
+  void verify_choice(Slot& slot, std::span<const float> rows, double step_ms);
+  bool take_token(Slot& slot, Result<int32_t> token, std::span<const float> row);
+  void drop_cache(Slot& slot);
   void finish_choice(Slot& slot, const std::string& reason, std::string text, std::string detail = "");
   void release(Slot& slot);
   void complete_job(Job& job);
@@ -250,6 +232,10 @@ void Batcher::Impl::admit_locked() {
       s.last_used = Clock::now();
       job->slots.push_back(static_cast<int32_t>(chosen[c]));
     }
+    if (drafter) {
+      const std::vector<size_t> others(chosen.begin() + 1, chosen.end());
+      drafter->admitted(slots, primary, source, shared, others);
+    }
     job->choices_open = static_cast<int32_t>(n);
     job->usage.prompt_tokens = static_cast<int32_t>(prompt.size());
     job->usage.cached_tokens = static_cast<int32_t>(shared);
@@ -274,10 +260,15 @@ bool Batcher::Impl::ensure_cells(int64_t need, const std::vector<bool>& protect)
       if (victim == nullptr || s.last_used < victim->last_used) victim = &s;
     }
     if (victim == nullptr) return false;
-    kv.seq_rm(victim->seq, 0, -1);
-    victim->tokens.clear();
+    drop_cache(*victim);
   }
   return true;
+}
+
+void Batcher::Impl::drop_cache(Slot& slot) {
+  engine.kv().seq_rm(slot.seq, 0, -1);
+  slot.tokens.clear();
+  if (drafter) drafter->dropped(slot);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -311,17 +302,24 @@ bool Batcher::Impl::step() {
     finish_choice(s, "length", release_held_text(*s.detok, *s.stops));
     decoders.erase(longest);
   }
-  Batch batch;
-  struct Row {
-    size_t slot;
-    size_t n_prompt;  // prefill: tokens added; 0 for a decoder
-    bool logits;
-  };
-  std::vector<Row> rows;
-  for (size_t i : decoders) {
-    Slot& s = slots[i];
-    batch.add(s.next_token, static_cast<int32_t>(s.tokens.size()), s.seq, true);
-    rows.push_back({i, 0, true});
+  // Speculation: each decoder may add up to `cap` proposals after its next token, within its token
+  // limit and the context, when the pool has a cell for each.
+  std::vector<int32_t> caps(decoders.size(), 0);
+  int64_t n_decode_tokens = static_cast<int64_t>(decoders.size());
+  if (drafter) {
+    int64_t extra = 0;
+    for (size_t d = 0; d < decoders.size(); ++d) {
+      const Slot& s = slots[decoders[d]];
+      int32_t cap = std::min(kMaxDraftDepth, engine.n_ctx() - static_cast<int32_t>(s.tokens.size()) - 1);
+      if (s.job->req.n_predict >= 0) cap = std::min(cap, s.job->req.n_predict - s.n_generated - 1);
+      caps[d] = std::max(0, cap);
+      extra += caps[d];
+    }
+    if (extra > 0 && ensure_cells(n_decode_tokens + extra, busy)) {
+      n_decode_tokens += extra;
+    } else {
+      std::fill(caps.begin(), caps.end(), 0);
+    }
   }
   // Prefill chunks, oldest request first.
   std::vector<size_t> prefills;
@@ -332,22 +330,44 @@ bool Batcher::Impl::step() {
             [&](size_t a, size_t b) { return slots[a].job->handle->id() < slots[b].job->handle->id(); });
   int32_t budget = prefill_budget(static_cast<int32_t>(decoders.size()));
   int32_t n_prefill = 0;
+  std::vector<batching::PromptChunk> chunks;
   for (size_t i : prefills) {
     if (budget <= 0) break;
     Slot& s = slots[i];
     const std::vector<int32_t>& prompt = s.job->req.prompt;
-    ensure_cells(static_cast<int64_t>(batch.size()) + budget, busy);
-    const int64_t room = kv.free_cells() - static_cast<int64_t>(batch.size());
+    const int64_t planned = n_decode_tokens + n_prefill;
+    ensure_cells(planned + budget, busy);
+    const int64_t room = kv.free_cells() - planned;
     const auto chunk = static_cast<size_t>(
         std::min<int64_t>({budget, room, static_cast<int64_t>(prompt.size() - s.prefill_next)}));
     if (chunk == 0) continue;
-    for (size_t j = 0; j < chunk; ++j) {
-      const size_t at = s.prefill_next + j;
-      batch.add(prompt[at], static_cast<int32_t>(at), s.seq, at + 1 == prompt.size());
-    }
-    rows.push_back({i, chunk, s.prefill_next + chunk == prompt.size()});
+    chunks.push_back({i, s.prefill_next, chunk});
     budget -= static_cast<int32_t>(chunk);
     n_prefill += static_cast<int32_t>(chunk);
+  }
+  if (drafter) drafter->propose(slots, decoders, caps, chunks);
+
+  Batch batch;
+  struct Row {
+    size_t slot;
+    size_t n_prompt;  // prefill: tokens added; 0 for a decoder
+    bool logits;      // a decoder has 1 + its proposals' rows
+  };
+  std::vector<Row> rows;
+  for (size_t i : decoders) {
+    Slot& s = slots[i];
+    const auto pos = static_cast<int32_t>(s.tokens.size());
+    batch.add(s.next_token, pos, s.seq, true);
+    const std::vector<int32_t>& proposed = s.spec.draft.tokens;
+    for (size_t j = 0; j < proposed.size(); ++j)
+      batch.add(proposed[j], pos + 1 + static_cast<int32_t>(j), s.seq, true);
+    rows.push_back({i, 0, true});
+  }
+  for (const batching::PromptChunk& c : chunks) {
+    const std::vector<int32_t>& prompt = slots[c.slot].job->req.prompt;
+    for (size_t at = c.begin; at < c.begin + c.count; ++at)
+      batch.add(prompt[at], static_cast<int32_t>(at), slots[c.slot].seq, at + 1 == prompt.size());
+    rows.push_back({c.slot, c.count, c.begin + c.count == prompt.size()});
   }
   if (batch.size() == 0) {
     // Nothing can run: prefills are waiting for cells that no running stream will free.
@@ -378,10 +398,7 @@ bool Batcher::Impl::step() {
     }
     MINFER_LOG_ERROR("batcher: forward of {} tokens failed: {}", batch.size(), logits.status().message());
     for (const auto& job : jobs) {
-      for (int32_t si : job->slots) {
-        kv.seq_rm(slots[static_cast<size_t>(si)].seq, 0, -1);
-        slots[static_cast<size_t>(si)].tokens.clear();
-      }
+      for (int32_t si : job->slots) drop_cache(slots[static_cast<size_t>(si)]);
       fail_job(job, logits.status());
     }
     kv_used.store(kv.used_cells());
@@ -396,23 +413,33 @@ bool Batcher::Impl::step() {
         ema_prefill_token_ms <= 0.0 ? per_token : 0.8 * ema_prefill_token_ms + 0.2 * per_token;
   }
 
-  const int32_t n_vocab = engine.n_vocab();
+  const auto n_vocab = static_cast<size_t>(engine.n_vocab());
   size_t out_row = 0;
   for (const Row& r : rows) {
     Slot& s = slots[r.slot];
-    std::span<const float> row;
-    if (r.logits) {
-      row = std::span<const float>(logits->data() + out_row * static_cast<size_t>(n_vocab),
-                                   static_cast<size_t>(n_vocab));
-      ++out_row;
-    }
-    if (!s.job) continue;  // cannot happen: finished slots were removed before the forward
     if (r.n_prompt == 0) {
-      s.tokens.push_back(s.next_token);
-      s.next_token = -1;
-      sample_choice(s, row);
+      const size_t n_rows = 1 + s.spec.draft.tokens.size();
+      const std::span<const float> all(logits->data() + out_row * n_vocab, n_rows * n_vocab);
+      out_row += n_rows;
+      if (!s.job) {  // another choice of its request failed it earlier in this loop
+        s.spec.draft = Draft();
+        continue;
+      }
+      if (s.spec.draft.tokens.empty()) {
+        s.tokens.push_back(s.next_token);
+        s.next_token = -1;
+        sample_choice(s, all);
+      } else {
+        verify_choice(s, all, ms);
+      }
       continue;
     }
+    std::span<const float> row;
+    if (r.logits) {
+      row = std::span<const float>(logits->data() + out_row * n_vocab, n_vocab);
+      ++out_row;
+    }
+    if (!s.job) continue;
     const std::vector<int32_t>& prompt = s.job->req.prompt;
     s.tokens.insert(s.tokens.end(), prompt.begin() + static_cast<std::ptrdiff_t>(s.prefill_next),
                     prompt.begin() + static_cast<std::ptrdiff_t>(s.prefill_next + r.n_prompt));
@@ -425,6 +452,7 @@ bool Batcher::Impl::step() {
       if (&c != &s) {
         kv.seq_cp(s.seq, c.seq, 0, -1);
         c.tokens = s.tokens;
+        if (drafter) drafter->shared_prompt(s, c);
       }
       c.generating = true;
     }
@@ -443,22 +471,59 @@ bool Batcher::Impl::step() {
 }
 
 void Batcher::Impl::sample_choice(Slot& slot, std::span<const float> row) {
+  std::vector<float> buf(row.begin(), row.end());
+  take_token(slot, slot.job->samplers[static_cast<size_t>(slot.choice)].sample(buf), row);
+}
+
+// The slot's next token plus its proposals were evaluated (rows: 1 + k logits rows). Proposals are taken
+// while the sampler accepts them (Sampler::verify); the first refusal gives the corrected token, and when
+// all are accepted the last row gives one more. Rows past the accepted tokens leave the cache.
+void Batcher::Impl::verify_choice(Slot& slot, std::span<const float> rows, double step_ms) {
+  const auto n_vocab = static_cast<size_t>(engine.n_vocab());
+  const Draft draft = std::move(slot.spec.draft);
+  slot.spec.draft = Draft();
+  const auto k = static_cast<int32_t>(draft.tokens.size());
+  sampling::Sampler& sampler = slot.job->samplers[static_cast<size_t>(slot.choice)];
+  slot.tokens.push_back(slot.next_token);
+  slot.next_token = -1;
+  int32_t n_accepted = 0;
+  for (int32_t i = 0; i <= k; ++i) {
+    const std::span<const float> row = rows.subspan(static_cast<size_t>(i) * n_vocab, n_vocab);
+    std::vector<float> buf(row.begin(), row.end());
+    bool accepted = false;
+    Result<int32_t> token = i < k ? sampler.verify(buf, draft.tokens[static_cast<size_t>(i)],
+                                                   draft.q[static_cast<size_t>(i)], &accepted)
+                                  : sampler.sample(buf);
+    if (!take_token(slot, std::move(token), row) || !accepted) break;
+    // An accepted proposal's row is already in the cache.
+    ++n_accepted;
+    slot.tokens.push_back(slot.next_token);
+    slot.next_token = -1;
+  }
+  spec_rounds.fetch_add(1);
+  spec_drafted.fetch_add(k);
+  spec_accepted.fetch_add(n_accepted);
+  if (!slot.job) return;  // finished: release() trimmed the cache
+  engine.kv().seq_rm(slot.seq, static_cast<int32_t>(slot.tokens.size()), -1);
+  drafter->record(slot, k, n_accepted, step_ms);
+}
+
+// Delivers a sampled token (or the sampler's refusal); false when the choice finished with it.
+bool Batcher::Impl::take_token(Slot& slot, Result<int32_t> token, std::span<const float> row) {
   Job& job = *slot.job;
   sampling::Sampler& sampler = job.samplers[static_cast<size_t>(slot.choice)];
-  std::vector<float> buf(row.begin(), row.end());
-  auto token = sampler.sample(buf);
   if (!token.ok()) {
     if (sampler.has_grammar()) {
       finish_choice(slot, "grammar", release_held_text(*slot.detok, *slot.stops), token.status().message());
-      return;
+      return false;
     }
     fail_job(slot.job, token.status());
-    return;
+    return false;
   }
   sampler.accept(*token);
   if (vocab->is_eog(*token)) {
     finish_choice(slot, "stop", release_held_text(*slot.detok, *slot.stops));
-    return;
+    return false;
   }
   ++slot.n_generated;
   ++job.usage.completion_tokens;
@@ -477,11 +542,14 @@ void Batcher::Impl::sample_choice(Slot& slot, std::span<const float> row) {
   job.handle->push(std::move(ev));
   if (stopped) {
     finish_choice(slot, "stop", "");
-  } else if (at_limit || ctx_full) {
-    finish_choice(slot, "length", "");
-  } else {
-    slot.next_token = *token;
+    return false;
   }
+  if (at_limit || ctx_full) {
+    finish_choice(slot, "length", "");
+    return false;
+  }
+  slot.next_token = *token;
+  return true;
 }
 
 void Batcher::Impl::finish_choice(Slot& slot, const std::string& reason, std::string text,
@@ -500,6 +568,8 @@ void Batcher::Impl::finish_choice(Slot& slot, const std::string& reason, std::st
 
 void Batcher::Impl::release(Slot& slot) {
   if (!slot.job) return;
+  // Only the slot's tokens stay cached (a verify step may have left rows of refused proposals).
+  engine.kv().seq_rm(slot.seq, static_cast<int32_t>(slot.tokens.size()), -1);
   slot.job.reset();
   slot.generating = false;
   slot.next_token = -1;
@@ -691,6 +761,10 @@ Result<std::unique_ptr<Batcher>> Batcher::create(Engine& engine, const BatcherOp
   auto impl = std::make_unique<Impl>(engine, options);
   impl->n_batch = options.n_batch > 0 ? options.n_batch : engine.options().n_batch;
   impl->vocab = engine.sampling_vocab();
+  if (options.speculate) {
+    MINFER_ASSIGN_OR_RETURN(impl->drafter,
+                            batching::BatchDrafter::create(engine, options.draft_model, options.spec));
+  }
   const char* timing = std::getenv("MINFER_OP_TIMING");
   impl->op_timing = timing != nullptr && std::string(timing) == "1";
   engine.kv().clear();
@@ -762,6 +836,7 @@ Result<std::shared_ptr<RequestHandle>> Batcher::submit(BatchRequest request) {
   }
   job->handle = std::make_shared<RequestHandle>();
   job->req = std::move(request);
+  if (im.drafter) MINFER_RETURN_IF_ERROR(im.drafter->prepare(*job));
   {
     std::lock_guard<std::mutex> lock(im.mu);
     if (im.draining || im.stop) return reject(unavailable("the server is draining"));
@@ -817,6 +892,9 @@ BatcherStats Batcher::stats() const {
   s.cached_prompt_tokens = im.cached_tokens.load();
   s.completion_tokens = im.completion_tokens.load();
   s.steps = im.steps.load();
+  s.spec_rounds = im.spec_rounds.load();
+  s.spec_drafted = im.spec_drafted.load();
+  s.spec_accepted = im.spec_accepted.load();
   s.kv_cells_used = im.kv_used.load();
   s.kv_cells_total = im.engine.kv().n_cells();
   s.drain_abandoned = im.drain_abandoned.load();

@@ -32,6 +32,7 @@
 
 #include "core/status.h"
 #include "engine/engine.h"
+#include "engine/speculative.h"
 #include "sampling/config.h"
 
 namespace minfer::engine {
@@ -43,6 +44,14 @@ struct BatcherOptions {
   bool prefix_reuse = true;
   std::string
       slots_file;  // when set: slot tokens and KV rows saved after each completed request, loaded at start
+  // Speculative decoding (off unless `speculate`): each decoding slot proposes up to spec.draft_n tokens
+  // per step, from `draft_model` (same vocabulary; its KV cache holds one sequence per slot and should
+  // have the target's context) or, when that is null, by prompt lookup over the slot's own tokens; the
+  // step's forward verifies them. The output equals the same requests without speculation (greedy:
+  // token for token; sampling: in distribution). Requests with mirostat are refused.
+  bool speculate = false;
+  Engine* draft_model = nullptr;  // not owned; used only by the worker
+  SpecOptions spec;
   // Tests only: called by the worker before each forward; a failed Status is treated as that forward failing.
   std::function<Status(int64_t step)> fault_injector;
 };
@@ -127,6 +136,9 @@ struct BatcherStats {
   int64_t completion_tokens = 0;              // delivered tokens of completed requests
   double completion_tokens_per_second = 0.0;  // over a trailing 16 s window
   int64_t steps = 0;
+  int64_t spec_rounds = 0;  // speculative verifications (a decoder with proposals in a step)
+  int64_t spec_drafted = 0;
+  int64_t spec_accepted = 0;
   int64_t kv_cells_used = 0;
   int64_t kv_cells_total = 0;
   bool draining = false;

@@ -16,7 +16,8 @@ std::vector<int32_t> bench_tokens(int32_t n, int32_t n_vocab, uint64_t seed) {
   return ids;
 }
 
-// Prefills `ids` at positions [start, start + n) in chunks of n_batch with logits for each chunk's last token.
+// Prefills `ids` at positions [start, start + n) in chunks of n_batch with logits for each chunk's last
+// token.
 Status prefill(Engine& engine, const std::vector<int32_t>& ids, int32_t start) {
   const auto step = static_cast<size_t>(engine.options().n_batch);
   for (size_t begin = 0; begin < ids.size(); begin += step) {
@@ -82,8 +83,8 @@ Result<BenchResult> run_bench(Engine& engine, const BenchTest& test, int reps) {
   if ((test.n_prompt > 0) == (test.n_gen > 0)) return invalid_argument("bench: a test is either pp or tg");
   const int64_t need = static_cast<int64_t>(test.depth) + test.n_prompt + test.n_gen;
   if (need > engine.n_ctx()) {
-    return invalid_argument("bench: {} needs {} cells but the context holds {} (raise --n-ctx)", test.name(), need,
-                            engine.n_ctx());
+    return invalid_argument("bench: {} needs {} cells but the context holds {} (raise --n-ctx)", test.name(),
+                            need, engine.n_ctx());
   }
   BenchResult result;
   result.test = test;
@@ -103,12 +104,14 @@ double VerifyCost::median_ms() const {
   return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-Result<std::vector<VerifyCost>> run_verify_bench(Engine& engine, int32_t depth, const std::vector<int32_t>& nts, int reps) {
+Result<std::vector<VerifyCost>> run_verify_bench(Engine& engine, int32_t depth,
+                                                 const std::vector<int32_t>& nts, int reps) {
   engine.kv().clear();
   const int32_t nv = engine.tokenizer().n_vocab();
   for (int32_t nt : nts) {
     if (nt < 1 || depth + nt > engine.n_ctx()) {
-      return invalid_argument("specverify: nt {} at depth {} does not fit a context of {}", nt, depth, engine.n_ctx());
+      return invalid_argument("specverify: nt {} at depth {} does not fit a context of {}", nt, depth,
+                              engine.n_ctx());
     }
   }
   if (depth > 0) MINFER_RETURN_IF_ERROR(prefill(engine, bench_tokens(depth, nv, 1), 0));
@@ -122,7 +125,8 @@ Result<std::vector<VerifyCost>> run_verify_bench(Engine& engine, int32_t depth, 
     for (int r = 0; r < reps + 3; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
       MINFER_RETURN_IF_ERROR(engine.decode(b).status());
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       engine.kv().seq_rm(0, depth, -1);
       if (r >= 3) cost.ms.push_back(ms);
     }

@@ -10,9 +10,9 @@
 namespace minfer::engine {
 
 struct BenchTest {
-  int32_t n_prompt = 0;  // pp test when > 0
-  int32_t n_gen = 0;     // tg test when > 0
-  int32_t depth = 0;     // tokens already in the cache before the timed part
+  int32_t n_prompt = 0;      // pp test when > 0
+  int32_t n_gen = 0;         // tg test when > 0
+  int32_t depth = 0;         // tokens already in the cache before the timed part
   std::string name() const;  // "pp512", "tg128", "pp512 @ d2048"
 };
 
@@ -38,6 +38,7 @@ struct VerifyCost {
 
 // Prefills `depth` tokens once, then for each nt runs 3 untimed and `reps` timed verify steps, removing the
 // step's rows after each so the depth stays fixed.
-Result<std::vector<VerifyCost>> run_verify_bench(Engine& engine, int32_t depth, const std::vector<int32_t>& nts, int reps);
+Result<std::vector<VerifyCost>> run_verify_bench(Engine& engine, int32_t depth,
+                                                 const std::vector<int32_t>& nts, int reps);
 
 }  // namespace minfer::engine

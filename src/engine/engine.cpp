@@ -16,8 +16,8 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& path, const Engi
   MINFER_ASSIGN_OR_RETURN(e->tokenizer_, tokenizer::Tokenizer::from_gguf(e->file_.metadata()));
   const models::HParams& hp = e->model_->hparams();
   if (e->tokenizer_->n_vocab() > hp.n_vocab) {
-    return invalid_argument("model: tokenizer has {} tokens but token_embd has {} rows", e->tokenizer_->n_vocab(),
-                            hp.n_vocab);
+    return invalid_argument("model: tokenizer has {} tokens but token_embd has {} rows",
+                            e->tokenizer_->n_vocab(), hp.n_vocab);
   }
   if (options.n_ctx <= 0) return invalid_argument("n_ctx must be positive (got {})", options.n_ctx);
   if (options.n_batch <= 0) return invalid_argument("batch size must be positive (got {})", options.n_batch);
@@ -35,8 +35,9 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& path, const Engi
   // Attention reads each head's K segment in the cache's blocks, so a head must hold whole blocks.
   const int64_t block = traits(options.cache_type).block_size;
   if (hp.head_dim % block != 0) {
-    return unsupported("KV cache type {} needs a head dimension that is a multiple of {} (this model's is {})",
-                       dtype_name(options.cache_type), block, hp.head_dim);
+    return unsupported(
+        "KV cache type {} needs a head dimension that is a multiple of {} (this model's is {})",
+        dtype_name(options.cache_type), block, hp.head_dim);
   }
   kv::KvConfig kvc;
   kvc.n_layer = hp.n_layer;
@@ -77,7 +78,8 @@ Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, std::
   std::span<const int32_t> positions(batch.positions.data() + begin, end - begin);
   std::span<const kv::SeqId> seqs(batch.seqs.data() + begin, end - begin);
   for (int32_t t : tokens) {
-    if (t < 0 || t >= n_vocab()) return invalid_argument("token id {} outside the vocabulary [0, {})", t, n_vocab());
+    if (t < 0 || t >= n_vocab())
+      return invalid_argument("token id {} outside the vocabulary [0, {})", t, n_vocab());
   }
   out_rows_.clear();
   for (int32_t i = 0; i < n; ++i) {
@@ -133,7 +135,8 @@ const std::string& Engine::fingerprint() {
 
 Result<std::vector<float>> Engine::decode(const Batch& batch) {
   if (batch.size() == 0) return invalid_argument("decode: empty batch");
-  if (batch.positions.size() != batch.size() || batch.seqs.size() != batch.size() || batch.logits.size() != batch.size()) {
+  if (batch.positions.size() != batch.size() || batch.seqs.size() != batch.size() ||
+      batch.logits.size() != batch.size()) {
     return invalid_argument("decode: batch arrays have different lengths");
   }
   std::vector<float> out;
@@ -141,7 +144,8 @@ Result<std::vector<float>> Engine::decode(const Batch& batch) {
   for (size_t begin = 0; begin < batch.size(); begin += step) {
     Status st = decode_ubatch(batch, begin, std::min(batch.size(), begin + step), &out);
     if (!st.ok()) {  // undo the micro-batches already stored, so a failed decode changes nothing
-      for (size_t i = 0; i < begin; ++i) kv_->seq_rm(batch.seqs[i], batch.positions[i], batch.positions[i] + 1);
+      for (size_t i = 0; i < begin; ++i)
+        kv_->seq_rm(batch.seqs[i], batch.positions[i], batch.positions[i] + 1);
       return st;
     }
   }

@@ -26,9 +26,9 @@
 namespace minfer::engine {
 
 struct EngineOptions {
-  int32_t n_ctx = 4096;     // KV cells; clamped to the model's training context
-  int32_t n_threads = 0;    // 0: one per available core
-  int32_t n_batch = 512;    // largest micro-batch
+  int32_t n_ctx = 4096;   // KV cells; clamped to the model's training context
+  int32_t n_threads = 0;  // 0: one per available core
+  int32_t n_batch = 512;  // largest micro-batch
   DType cache_type = DType::F16;
 };
 

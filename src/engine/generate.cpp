@@ -58,26 +58,29 @@ std::string StopMatcher::flush() {
   return out;
 }
 
-Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt_ids, const GenerateOptions& options,
+Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt_ids,
+                                const GenerateOptions& options,
                                 const std::function<void(std::string_view)>& on_text) {
   GenerateResult result;
   result.prompt_ids = prompt_ids;
   if (prompt_ids.empty()) return invalid_argument("generate: the prompt is empty");
   const int32_t n_cached = options.n_cached;
   if (n_cached < 0 || n_cached >= static_cast<int32_t>(prompt_ids.size())) {
-    return invalid_argument("generate: {} cached tokens for a prompt of {} (at least one must be evaluated)", n_cached,
-                            prompt_ids.size());
+    return invalid_argument("generate: {} cached tokens for a prompt of {} (at least one must be evaluated)",
+                            n_cached, prompt_ids.size());
   }
-  if (engine.kv().seq_pos_max(options.seq) != n_cached - 1 || (n_cached > 0 && engine.kv().seq_pos_min(options.seq) != 0)) {
-    return invalid_argument("generate: sequence {} does not hold exactly the {} cached prompt tokens", options.seq,
-                            n_cached);
+  if (engine.kv().seq_pos_max(options.seq) != n_cached - 1 ||
+      (n_cached > 0 && engine.kv().seq_pos_min(options.seq) != 0)) {
+    return invalid_argument("generate: sequence {} does not hold exactly the {} cached prompt tokens",
+                            options.seq, n_cached);
   }
   const int32_t n_ctx = engine.n_ctx();
   if (static_cast<int32_t>(prompt_ids.size()) >= n_ctx) {
     return error(StatusCode::kOutOfRange, "the prompt has {} tokens but the context holds {} (raise --n-ctx)",
                  prompt_ids.size(), n_ctx);
   }
-  MINFER_ASSIGN_OR_RETURN(sampling::Sampler sampler, sampling::Sampler::create(options.sampling, engine.sampling_vocab()));
+  MINFER_ASSIGN_OR_RETURN(sampling::Sampler sampler,
+                          sampling::Sampler::create(options.sampling, engine.sampling_vocab()));
   for (int32_t id : prompt_ids) sampler.accept_history(id);
 
   Batch batch;
@@ -134,7 +137,8 @@ Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prom
       result.stop_reason = "context";
       break;
     }
-    if (options.n_predict >= 0 && static_cast<int32_t>(result.generated_ids.size()) >= options.n_predict) break;
+    if (options.n_predict >= 0 && static_cast<int32_t>(result.generated_ids.size()) >= options.n_predict)
+      break;
     batch.clear();
     batch.add(*token, pos++, options.seq, true);
     MINFER_ASSIGN_OR_RETURN(logits, engine.decode(batch));

@@ -53,7 +53,8 @@ struct GenerateResult {
 // (positions 0..n_cached-1; empty by default). `on_text` receives complete UTF-8 text as it becomes final
 // (stop-string prefixes are held back until resolved). On return the sequence holds the prompt and every
 // generated token except possibly the last one sampled (a token is evaluated only when another follows).
-Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt_ids, const GenerateOptions& options,
+Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt_ids,
+                                const GenerateOptions& options,
                                 const std::function<void(std::string_view)>& on_text = {});
 
 // Holds back text that might be the start of a stop string; emits the rest.

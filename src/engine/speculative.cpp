@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 
+#include "engine/depth_planner.h"
 #include "tokenizer/stream_decoder.h"
 
 namespace minfer::engine {
@@ -14,53 +15,6 @@ using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
-
-// Chooses each round's depth: maximises expected emitted tokens per millisecond, with per-position
-// acceptance (given the previous position was accepted) and the costs of a draft token and of a verify
-// batch of each size as running averages. Untried depths start optimistic, so each gets measured.
-class DepthPlanner {
- public:
-  explicit DepthPlanner(int32_t cap) : cap_(std::clamp(cap, 1, kMaxDraftDepth)) {
-    accept_.fill(0.9);
-    verify_ms_.fill(0.0);
-  }
-  int32_t choose() const {
-    if (draft_ms_ <= 0.0 || verify_ms_[1] <= 0.0) return cap_;
-    int32_t best = 1;
-    double best_rate = 0.0;
-    double survive = 1.0, expected = 1.0;
-    for (int32_t d = 1; d <= cap_; ++d) {
-      survive *= accept_[static_cast<size_t>(d)];
-      expected += survive;
-      const double verify = verify_ms_[static_cast<size_t>(d + 1)] > 0.0
-                                ? verify_ms_[static_cast<size_t>(d + 1)]
-                                : verify_ms_[1] * (1.0 + 0.05 * d);
-      const double rate = expected / (d * draft_ms_ + verify);
-      if (rate > best_rate) {
-        best_rate = rate;
-        best = d;
-      }
-    }
-    return best;
-  }
-  void record(int32_t drafted, int32_t accepted, double draft_ms, double verify_ms) {
-    auto ewma = [](double& v, double x) { v = v <= 0.0 ? x : 0.8 * v + 0.2 * x; };
-    if (drafted > 0) ewma(draft_ms_, draft_ms / drafted);
-    ewma(verify_ms_[static_cast<size_t>(std::min(drafted + 1, kMaxDraftDepth + 1))], verify_ms);
-    if (drafted == 0) ewma(verify_ms_[1], verify_ms);
-    for (int32_t i = 1; i <= drafted; ++i) {
-      const bool ok = i <= accepted;
-      accept_[static_cast<size_t>(i)] = 0.9 * accept_[static_cast<size_t>(i)] + 0.1 * (ok ? 1.0 : 0.0);
-      if (!ok) break;  // later positions were not tried
-    }
-  }
-
- private:
-  int32_t cap_;
-  std::array<double, kMaxDraftDepth + 2> accept_{};
-  std::array<double, kMaxDraftDepth + 2> verify_ms_{};
-  double draft_ms_ = 0.0;
-};
 
 }  // namespace
 
@@ -113,18 +67,31 @@ Result<std::unique_ptr<ModelDrafter>> ModelDrafter::create(std::unique_ptr<Engin
         "speculative decoding cannot be combined with mirostat (its state moves with every draw)");
   }
   sampling::SamplerConfig cfg = sampling;
-  cfg.grammar.clear();
-  cfg.json_schema.clear();
   if (cfg.seed != sampling::SamplerConfig::kRandomSeed)
     cfg.seed ^= 0x5eedd4afULL;  // independent of the target's draws
   MINFER_ASSIGN_OR_RETURN(sampling::Sampler sampler, sampling::Sampler::create(cfg, draft->sampling_vocab()));
   draft->kv().clear();
-  return std::unique_ptr<ModelDrafter>(new ModelDrafter(std::move(draft), std::move(sampler)));
+  return std::unique_ptr<ModelDrafter>(
+      new ModelDrafter(std::move(draft), std::move(cfg), std::move(sampler)));
+}
+
+Status ModelDrafter::begin(std::span<const int32_t> prompt) {
+  // A fresh pipeline per sequence (its seed advanced, so repeated runs draw differently).
+  if (cfg_.seed != sampling::SamplerConfig::kRandomSeed) ++cfg_.seed;
+  MINFER_ASSIGN_OR_RETURN(sampler_, sampling::Sampler::create(cfg_, engine_->sampling_vocab()));
+  for (int32_t id : prompt) sampler_.accept_history(id);
+  synced_ = prompt.size();
+  return {};
 }
 
 Result<Draft> ModelDrafter::propose(std::span<const int32_t> history, int32_t n) {
   Draft d;
   if (history.empty() || n <= 0) return d;
+  // The sampler follows the sequence: last round's proposals out, the tokens taken since in.
+  sampler_.rewind();
+  for (size_t i = std::min(synced_, history.size()); i < history.size(); ++i) sampler_.accept(history[i]);
+  synced_ = history.size();
+  sampler_.mark();
   // Keep the cache in step: drop what the target rejected, evaluate what it has not seen (always at least
   // the last token, whose logits start the draft).
   size_t keep = 0;
@@ -184,6 +151,7 @@ Result<GenerateResult> generate_speculative(Engine& target, Drafter& drafter,
   MINFER_ASSIGN_OR_RETURN(sampling::Sampler sampler,
                           sampling::Sampler::create(options.sampling, target.sampling_vocab()));
   for (int32_t id : prompt_ids) sampler.accept_history(id);
+  MINFER_RETURN_IF_ERROR(drafter.begin(prompt_ids));
 
   Batch batch;
   for (size_t i = 0; i < prompt_ids.size(); ++i) {

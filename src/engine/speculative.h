@@ -14,12 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "engine/depth_planner.h"
 #include "engine/generate.h"
 #include "sampling/sampler.h"
 
 namespace minfer::engine {
-
-inline constexpr int32_t kMaxDraftDepth = 8;
 
 struct SpecOptions {
   int32_t draft_n = 4;    // tokens proposed per round; with `adaptive`, the cap (at most kMaxDraftDepth)
@@ -49,6 +48,11 @@ struct Draft {
 class Drafter {
  public:
   virtual ~Drafter() = default;
+  // A new sequence starts with `prompt` (generate_speculative calls it first).
+  virtual Status begin(std::span<const int32_t> prompt) {
+    (void)prompt;
+    return {};
+  }
   // Up to `n` tokens likely to follow `history` (every token of the sequence so far, the last included).
   virtual Result<Draft> propose(std::span<const int32_t> history, int32_t n) = 0;
 };
@@ -67,22 +71,26 @@ class LookupDrafter : public Drafter {
 
 // A smaller model with the same vocabulary. Its KV cache (sequence 0) follows the history: each round it
 // evaluates only the tokens it has not seen (the target's last correction), then drafts n tokens with n
-// single-token forwards. Its sampler is the request's pipeline without grammar and mirostat (any q is
-// exact, the grammar is enforced by the target's sampler).
+// single-token forwards. Its sampler is the request's pipeline (grammar included, so proposals stay in
+// the language; any proposal distribution keeps the output exact) with another seed; it follows the
+// sequence, its proposals taken back each round (Sampler::mark / rewind).
 class ModelDrafter : public Drafter {
  public:
   // Refuses a vocabulary that differs from the target's (size, or the first differing token, named).
   static Result<std::unique_ptr<ModelDrafter>> create(std::unique_ptr<Engine> draft, const Engine& target,
                                                       const sampling::SamplerConfig& sampling);
+  Status begin(std::span<const int32_t> prompt) override;
   Result<Draft> propose(std::span<const int32_t> history, int32_t n) override;
   Engine& engine() { return *engine_; }
   const std::vector<int32_t>& cached() const { return cached_; }
 
  private:
-  ModelDrafter(std::unique_ptr<Engine> engine, sampling::Sampler sampler)
-      : engine_(std::move(engine)), sampler_(std::move(sampler)) {}
+  ModelDrafter(std::unique_ptr<Engine> engine, sampling::SamplerConfig cfg, sampling::Sampler sampler)
+      : engine_(std::move(engine)), cfg_(std::move(cfg)), sampler_(std::move(sampler)) {}
   std::unique_ptr<Engine> engine_;
+  sampling::SamplerConfig cfg_;
   sampling::Sampler sampler_;
+  size_t synced_ = 0;            // tokens of the sequence the sampler has taken
   std::vector<int32_t> cached_;  // tokens whose rows are in the draft cache, positions 0..n-1
 };
 

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "sampling/grammar/matcher.h"
 #include "sampling/json_schema/to_grammar.h"
@@ -32,6 +33,13 @@ struct Sampler::State {
   std::unique_ptr<grammar::GrammarMatcher> matcher;
   Status grammar_error;  // set when accept() fed a token the grammar refuses
   Candidates cand;
+  struct Mark {
+    Penalties penalties;
+    Dry dry;
+    grammar::GrammarMatcher::Position grammar;
+    Status grammar_error;
+  };
+  std::optional<Mark> mark;
 };
 
 namespace {
@@ -226,6 +234,24 @@ void Sampler::accept(int32_t token) {
     Status st = s.matcher->accept_token(token);
     if (!st.ok()) s.grammar_error = st;
   }
+}
+
+void Sampler::mark() {
+  State& s = *state_;
+  s.mark.reset();
+  grammar::GrammarMatcher::Position at;
+  if (s.matcher) at = s.matcher->hold();
+  s.mark.emplace(State::Mark{s.penalties, s.dry, at, s.grammar_error});
+}
+
+void Sampler::rewind() {
+  State& s = *state_;
+  if (!s.mark) return;
+  s.penalties = s.mark->penalties;
+  s.dry = s.mark->dry;
+  if (s.matcher) s.matcher->restore(s.mark->grammar);
+  s.grammar_error = s.mark->grammar_error;
+  s.mark.reset();
 }
 
 void Sampler::accept_history(int32_t token) {

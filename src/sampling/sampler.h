@@ -64,6 +64,10 @@ class Sampler {
   // Adds a prompt token to the penalty / DRY history only (llama.cpp feeds the prompt this way).
   void accept_history(int32_t token);
 
+  // Speculative drafting: mark() remembers the position (penalty and DRY history, grammar state); rewind()
+  // takes back every token accepted since, and is a no-op without a mark.
+  void mark();
+  void rewind();
   // True when end-of-generation is allowed now: no grammar, or the grammar is in an accepting state.
   bool grammar_accepting() const;
   bool has_grammar() const;

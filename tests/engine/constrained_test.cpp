@@ -1,6 +1,7 @@
 // Constrained generation end to end on a tiny random-weight model: over many seeds, every generation under
 // a JSON Schema or a GBNF grammar ends at end-of-generation and is valid, as checked by validators written
-// here (nlohmann::json parsing + explicit constraint checks, a hand-written matcher) rather than by the engine.
+// here (nlohmann::json parsing + explicit constraint checks, a hand-written matcher) rather than by the
+// engine.
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

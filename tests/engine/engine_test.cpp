@@ -17,7 +17,8 @@ namespace {
 std::vector<int32_t> random_tokens(int n, int32_t n_vocab, uint64_t seed) {
   Rng rng(seed);
   std::vector<int32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(n_vocab - 3))));
+  for (int i = 0; i < n; ++i)
+    out.push_back(static_cast<int32_t>(rng.below(static_cast<uint64_t>(n_vocab - 3))));
   return out;
 }
 
@@ -59,7 +60,8 @@ TEST_P(EngineReference, LogitsMatchTheScalarReference) {
   double max_diff = 0;
   for (size_t t = 0; t < tokens.size(); ++t) {
     for (int32_t v = 0; v < engine->n_vocab(); ++v) {
-      max_diff = std::max(max_diff, std::abs(static_cast<double>(got[t * engine->n_vocab() + v]) - want[t][v]));
+      max_diff =
+          std::max(max_diff, std::abs(static_cast<double>(got[t * engine->n_vocab() + v]) - want[t][v]));
     }
   }
   EXPECT_LT(max_diff, 2e-3) << GetParam();

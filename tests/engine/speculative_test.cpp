@@ -5,6 +5,8 @@
 
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/speculative.h"
 #include "tiny_model.h"
 
@@ -151,6 +153,39 @@ TEST(Speculative, RefusesAnotherVocabularyAndMirostat) {
   auto r = generate_speculative(*target, lookup, kPrompt, g, {}, nullptr);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("mirostat"), std::string::npos);
+}
+
+// The draft's sampler carries the grammar too (advanced per proposal, taken back each round), so proposals
+// stay in the language and get accepted; the target's sampler enforces it. Sampled, many seeds.
+TEST(Speculative, GrammarOutputStaysInTheLanguageAndProposalsAreAccepted) {
+  const std::string target_path = model_with_seed(7), other_path = model_with_seed(99);
+  for (const std::string& draft_path : {target_path, other_path}) {
+    auto target = load(target_path);
+    GenerateOptions g;
+    g.n_predict = 200;
+    g.sampling.temp = 1.0f;
+    g.sampling.json_schema = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"boolean"}},
+                                 "required":["a","b"],"additionalProperties":false})";
+    auto drafter = ModelDrafter::create(load(draft_path), *target, g.sampling);
+    ASSERT_TRUE(drafter.ok()) << drafter.status().message();
+    SpecStats stats;
+    for (uint64_t seed = 1; seed <= 8; ++seed) {
+      target->kv().clear();
+      g.sampling.seed = seed;
+      auto r = generate_speculative(*target, **drafter, {10, 20, 30}, g, {.draft_n = 4}, &stats);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      SCOPED_TRACE(r->text);
+      EXPECT_EQ(r->stop_reason, "eog");
+      const auto j = nlohmann::json::parse(r->text, nullptr, /*allow_exceptions=*/false);
+      ASSERT_TRUE(j.is_object());
+      EXPECT_TRUE(j.contains("a") && j["a"].is_number_integer());
+      EXPECT_TRUE(j.contains("b") && j["b"].is_boolean());
+    }
+    if (draft_path == target_path) {
+      // Same weights, same pipeline: p == q wherever both allow the token, so nearly all are accepted.
+      EXPECT_GT(stats.acceptance_rate(), 0.9) << stats.summary();
+    }
+  }
 }
 
 TEST(Speculative, LookupProposesWhatFollowedTheLatestMatch) {

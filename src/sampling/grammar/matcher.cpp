@@ -49,8 +49,21 @@ const TokenMask& GrammarMatcher::mask() {
   return m;
 }
 
+GrammarMatcher::Position GrammarMatcher::hold() {
+  held_ = true;
+  return {state_, finished_, accepted_.size()};
+}
+
+void GrammarMatcher::restore(const Position& p) {
+  state_ = p.state;
+  finished_ = p.finished;
+  accepted_.resize(p.accepted);
+  held_ = false;
+  maybe_compact();
+}
+
 void GrammarMatcher::maybe_compact() {
-  if (automaton_.n_states() < max_states_) return;
+  if (held_ || automaton_.n_states() < max_states_) return;
   state_ = automaton_.compact(state_);
   masks_.clear();
 }

@@ -29,6 +29,17 @@ class GrammarMatcher {
   // Advances by raw bytes (tests, forced text); same refusal rule.
   Status accept_bytes(std::string_view bytes);
 
+  // Speculative drafting: where the matcher is now; restore() returns to it. While a position is held,
+  // compaction (which renumbers automaton states) waits.
+  struct Position {
+    int32_t state = 0;
+    bool finished = false;
+    size_t accepted = 0;  // length of accepted_text()
+  };
+  Position hold();
+  void restore(const Position& p);
+  void release_hold() { held_ = false; }
+
   // An error once the grammar turned out too ambiguous to follow (Automaton::overflowed): every later
   // mask and step is then meaningless, so callers check this after mask().
   Status health() const;
@@ -51,6 +62,7 @@ class GrammarMatcher {
   std::string accepted_;
   std::unordered_map<int32_t, TokenMask> masks_;
   size_t max_states_;
+  bool held_ = false;
 };
 
 // Whether `text` as a whole is in the grammar's language (tests and tools; no vocabulary needed).
