@@ -16,6 +16,7 @@
 #include "chat/chat_template.h"
 #include "cli/cli_app.h"
 #include "cli/sampling_options.h"
+#include "cli/spec_options.h"
 #include "engine/batcher.h"
 #include "engine/engine.h"
 #include "kv/kv_cache.h"
@@ -41,6 +42,7 @@ struct ServeArgs {
   std::string cache_type;
   std::string chat_template_file;
   std::string reasoning_format = "auto";
+  SpecArgs spec;
 };
 
 int64_t drain_ms_from_env() {
@@ -133,7 +135,14 @@ int serve_command(const Args& argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "none", "deepseek"}));
   add_sampling_options(app, sampling);
+  add_spec_options(app, &args.spec);
   if (int code = parse_args(app, argv); code >= 0) return code;
+  if (!args.spec.draft_model.empty() && args.spec.lookup_n > 0)
+    return fail(invalid_argument("--spec-draft and --spec-lookup are exclusive"));
+  if (args.spec.enabled() && sampling.mirostat != 0) {
+    return fail(unsupported(
+        "speculative decoding cannot be combined with mirostat (its state moves with every draw)"));
+  }
 
   if (args.api_key.empty()) {
     if (const char* env = std::getenv("MINFER_API_KEY")) args.api_key = env;
@@ -192,11 +201,24 @@ int serve_command(const Args& argv) {
     shutdown_http();
     return fail(tmpl.status());
   }
+  // The draft model's cache holds one sequence per slot, mirroring the target's.
+  std::unique_ptr<engine::Engine> draft;
+  if (!args.spec.draft_model.empty()) {
+    auto d = engine::Engine::load(args.spec.draft_model, eopts);
+    if (!d.ok()) {
+      shutdown_http();
+      return fail(d.status().with_context("--spec-draft: "));
+    }
+    draft = std::move(*d);
+  }
   engine::BatcherOptions bopts;
   bopts.n_slots = args.n_slots;
   bopts.queue_depth = args.queue_depth;
   bopts.n_batch = args.batch;
   bopts.slots_file = args.slots_file;
+  bopts.speculate = args.spec.enabled();
+  bopts.draft_model = draft.get();
+  bopts.spec = args.spec.options();
   auto batcher = engine::Batcher::create(engine, bopts);
   if (!batcher.ok()) {
     shutdown_http();
@@ -205,10 +227,14 @@ int serve_command(const Args& argv) {
   server.set_model(&engine, batcher->get(), std::move(*tmpl));
   fmt::print(
       "minfer serve: listening on http://{}:{} model={} slots={} ctx={} threads={} batching=on "
-      "queue={}{}{}\n",
+      "queue={}{}{}{}\n",
       args.host, (*http)->port(), sopts.model_id, args.n_slots, engine.n_ctx(), engine.n_threads(),
       args.queue_depth, args.api_key.empty() ? "" : " auth=on",
-      args.slots_file.empty() ? "" : " slots-file=" + args.slots_file);
+      args.slots_file.empty() ? "" : " slots-file=" + args.slots_file,
+      !args.spec.draft_model.empty()
+          ? fmt::format(" speculative=draft:{} depth={}{}", args.spec.draft_model, args.spec.draft_n,
+                        args.spec.adaptive ? " adaptive" : "")
+          : (args.spec.lookup_n > 0 ? fmt::format(" speculative=lookup depth={}", args.spec.lookup_n) : ""));
   std::fflush(stdout);
 
   int sig = 0;

@@ -483,7 +483,12 @@ void Batcher::Impl::verify_choice(Slot& slot, std::span<const float> rows, doubl
   const Draft draft = std::move(slot.spec.draft);
   slot.spec.draft = Draft();
   const auto k = static_cast<int32_t>(draft.tokens.size());
-  sampling::Sampler& sampler = slot.job->samplers[static_cast<size_t>(slot.choice)];
+  const std::shared_ptr<Job> job = slot.job;  // counted before a token can complete it
+  ++job->spec.rounds;
+  job->spec.drafted += k;
+  spec_rounds.fetch_add(1);
+  spec_drafted.fetch_add(k);
+  sampling::Sampler& sampler = job->samplers[static_cast<size_t>(slot.choice)];
   slot.tokens.push_back(slot.next_token);
   slot.next_token = -1;
   int32_t n_accepted = 0;
@@ -494,15 +499,16 @@ void Batcher::Impl::verify_choice(Slot& slot, std::span<const float> rows, doubl
     Result<int32_t> token = i < k ? sampler.verify(buf, draft.tokens[static_cast<size_t>(i)],
                                                    draft.q[static_cast<size_t>(i)], &accepted)
                                   : sampler.sample(buf);
+    if (accepted) {
+      ++n_accepted;
+      ++job->spec.accepted;
+      spec_accepted.fetch_add(1);
+    }
     if (!take_token(slot, std::move(token), row) || !accepted) break;
     // An accepted proposal's row is already in the cache.
-    ++n_accepted;
     slot.tokens.push_back(slot.next_token);
     slot.next_token = -1;
   }
-  spec_rounds.fetch_add(1);
-  spec_drafted.fetch_add(k);
-  spec_accepted.fetch_add(n_accepted);
   if (!slot.job) return;  // finished: release() trimmed the cache
   engine.kv().seq_rm(slot.seq, static_cast<int32_t>(slot.tokens.size()), -1);
   drafter->record(slot, k, n_accepted, step_ms);
@@ -586,6 +592,7 @@ void Batcher::Impl::complete_job(Job& job) {
     if (Status st = save_now(opt.slots_file); !st.ok())
       MINFER_LOG_WARN("batcher: slots file not saved: {}", st.message());
   }
+  if (job.spec.rounds > 0) MINFER_LOG_INFO("batcher: request {}: {}", job.handle->id(), job.spec.summary());
   // Counters first, so a requester that has seen kFinished also sees them in stats().
   completed.fetch_add(1);
   prompt_tokens.fetch_add(job.usage.prompt_tokens);

@@ -26,6 +26,7 @@ struct Job {
   std::vector<sampling::Sampler> samplers;        // one per choice
   std::vector<sampling::Sampler> draft_samplers;  // one per choice with a draft model
   BatchUsage usage;
+  SpecStats spec;              // over every choice
   std::vector<int32_t> slots;  // slot index per choice, once admitted
   int32_t choices_open = 0;
 };

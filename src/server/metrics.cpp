@@ -57,6 +57,12 @@ std::string render_metrics(const engine::BatcherStats& s, const HttpCounters& h)
   family(&out, "minfer_completion_tokens_per_second", "gauge",
          "Generated tokens per second over the last 16 s.", s.completion_tokens_per_second);
   family(&out, "minfer_steps_total", "counter", "Batched forward steps run by the worker.", d(s.steps));
+  family(&out, "minfer_spec_rounds_total", "counter",
+         "Speculative verifications (a stream's proposals checked in a step).", d(s.spec_rounds));
+  family(&out, "minfer_spec_drafted_tokens_total", "counter", "Tokens proposed by speculative drafting.",
+         d(s.spec_drafted));
+  family(&out, "minfer_spec_accepted_tokens_total", "counter", "Proposed tokens the target accepted.",
+         d(s.spec_accepted));
   family(&out, "minfer_kv_used_cells", "gauge", "KV cells holding some sequence's rows.", d(s.kv_cells_used));
   family(&out, "minfer_kv_free_cells", "gauge", "KV cells free.", d(s.kv_cells_total - s.kv_cells_used));
   family(&out, "minfer_kv_cells", "gauge", "KV cells in the pool (-c).", d(s.kv_cells_total));

@@ -117,6 +117,51 @@ TEST(ServeBinary, SigtermDrainsTheRequestInFlightAndExitsZero) {
   close(c.out);
 }
 
+// `serve --spec-draft` (the model drafting for itself) and `--spec-lookup`: greedy replies equal a plain
+// server's, the startup line names the mode, and /metrics counts accepted proposals.
+TEST(ServeBinary, SpeculativeServersAnswerAsAPlainOne) {
+  const std::string model = tiny_model();
+  const std::string body = json({{"messages", {{{"role", "user"}, {"content", "tell me more"}}}},
+                                 {"max_tokens", 48},
+                                 {"temperature", 0}})
+                               .dump();
+  struct Reply {
+    std::string content;
+    double accepted = -1;
+  };
+  auto serve_and_ask = [&](std::vector<std::string> extra, const std::string& banner) {
+    std::vector<std::string> args = {"minfer", "serve", model, "--port", "0", "-t", "1", "--n-slots", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Child c = spawn(args);
+    Reply reply;
+    const int port = wait_for_port(c);
+    EXPECT_GT(port, 0) << c.stdout_text;
+    if (port > 0) {
+      EXPECT_NE(c.stdout_text.find(banner), std::string::npos) << c.stdout_text;
+      httplib::Client cl("127.0.0.1", port);
+      cl.set_read_timeout(120, 0);
+      auto r = cl.Post("/v1/chat/completions", body, "application/json");
+      EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no response");
+      if (r && r->status == 200) reply.content = json::parse(r->body)["choices"][0]["message"]["content"];
+      auto m = cl.Get("/metrics");
+      if (m) reply.accepted = metric(m->body, "minfer_spec_accepted_tokens_total");
+    }
+    kill(c.pid, SIGTERM);
+    EXPECT_EQ(wait_exit(c.pid, 60), 0);
+    close(c.out);
+    return reply;
+  };
+  const Reply plain = serve_and_ask({}, "batching=on");
+  const Reply drafted = serve_and_ask({"--spec-draft", model, "--spec-draft-n", "3"},
+                                      "speculative=draft:" + model + " depth=3");
+  const Reply looked_up = serve_and_ask({"--spec-lookup", "4"}, "speculative=lookup depth=4");
+  EXPECT_FALSE(plain.content.empty());
+  EXPECT_EQ(drafted.content, plain.content);
+  EXPECT_EQ(looked_up.content, plain.content);
+  EXPECT_EQ(plain.accepted, 0);
+  EXPECT_GT(drafted.accepted, 0);
+}
+
 TEST(ServeBinary, RefusesATemplateThatCannotRender) {
   const std::string model = tiny_model();
   const std::string tmpl = minfer::test::temp_dir() + "/bad.jinja";
