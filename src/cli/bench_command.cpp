@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_app.h"
+#include "cli/spec_options.h"
 #include "engine/bench.h"
 #include "hub/download.h"
 #include "kv/kv_cache.h"
@@ -33,7 +34,8 @@ Result<std::vector<int32_t>> parse_list(const std::string& text, const char* fla
 
 std::string model_type(const engine::Engine& e, uint64_t params) {
   const auto& hp = e.hparams();
-  std::string ftype = "?";  // the type of the FFN weights names the file's quantization, as llama-bench's does
+  std::string ftype =
+      "?";  // the type of the FFN weights names the file's quantization, as llama-bench's does
   for (const auto& w : e.model().weights()) {
     if (w.name.find("ffn_up") != std::string::npos) {
       ftype = std::string(dtype_name(w.type));
@@ -46,19 +48,32 @@ std::string model_type(const engine::Engine& e, uint64_t params) {
 }  // namespace
 
 int bench_command(const Args& argv) {
-  CLI::App app("Measure prompt processing (pp) and generation (tg) speed, llama-bench style.", "minfer bench");
+  CLI::App app("Measure prompt processing (pp) and generation (tg) speed, llama-bench style.",
+               "minfer bench");
   std::string model, p_list = "512", n_list = "128", d_list = "0", output = "md", cache = "f16";
   int reps = 3, threads = 0, batch = 512, n_ctx = 0;
   app.add_option("model", model, "GGUF model")->required();
   app.add_option("-p,--n-prompt", p_list, "prompt sizes, comma separated (0: none)")->capture_default_str();
-  app.add_option("-n,--n-gen", n_list, "generation lengths, comma separated (0: none)")->capture_default_str();
+  app.add_option("-n,--n-gen", n_list, "generation lengths, comma separated (0: none)")
+      ->capture_default_str();
   app.add_option("-d,--depth", d_list, "tokens already in the cache, comma separated")->capture_default_str();
-  app.add_option("-r,--repetitions", reps, "timed repetitions per test")->capture_default_str()->check(CLI::Range(1, 1000));
-  app.add_option("-t,--threads", threads, "threads (0: one per core)")->capture_default_str()->check(CLI::Range(0, 1024));
-  app.add_option("-b,--batch-size", batch, "micro-batch size")->capture_default_str()->check(CLI::Range(1, 1 << 16));
-  app.add_option("-c,--n-ctx", n_ctx, "context size (0: enough for the largest test)")->check(CLI::Range(0, 1 << 24));
+  app.add_option("-r,--repetitions", reps, "timed repetitions per test")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_option("-t,--threads", threads, "threads (0: one per core)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  app.add_option("-b,--batch-size", batch, "micro-batch size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  app.add_option("-c,--n-ctx", n_ctx, "context size (0: enough for the largest test)")
+      ->check(CLI::Range(0, 1 << 24));
   app.add_option("--cache-type", cache, "KV cache type: f32, f16, q8_0")->capture_default_str();
-  app.add_option("-o,--output", output, "md, csv or json")->check(CLI::IsMember({"md", "csv", "json"}))->capture_default_str();
+  SpecArgs spec;
+  add_spec_options(app, &spec);
+  app.add_option("-o,--output", output, "md, csv or json")
+      ->check(CLI::IsMember({"md", "csv", "json"}))
+      ->capture_default_str();
   if (int code = parse_args(app, argv); code >= 0) return code;
 
   auto pp = parse_list(p_list, "-p");
@@ -80,6 +95,10 @@ int bench_command(const Args& argv) {
     }
   }
   if (tests.empty()) return fail(invalid_argument("no tests: every -p and -n is 0"));
+  if (spec.enabled()) {
+    for (int32_t n : *tg)
+      need = std::max(need, 72 + n + engine::kMaxDraftDepth + 1);  // run_spec_bench's prompt
+  }
   auto kv_type = dtype_from_name(cache);
   if (!kv_type) return fail(invalid_argument("unknown --cache-type '{}'", cache));
   if (Status st = kv::check_cache_type(*kv_type); !st.ok()) return fail(st);
@@ -108,18 +127,20 @@ int bench_command(const Args& argv) {
     fmt::print("| model | size | params | backend | isa | threads | cache | test | t/s |\n");
     fmt::print("| --- | ---: | ---: | --- | --- | ---: | --- | ---: | ---: |\n");
   } else if (output == "csv") {
-    fmt::print("model_type,model_size,model_n_params,backend,isa,n_threads,type_k,n_prompt,n_gen,n_depth,avg_ts,stddev_ts\n");
+    fmt::print(
+        "model_type,model_size,model_n_params,backend,isa,n_threads,type_k,n_prompt,n_gen,n_depth,avg_ts,"
+        "stddev_ts\n");
   }
   for (const engine::BenchTest& test : tests) {
     auto r = engine::run_bench(e, test, reps);
     if (!r.ok()) return fail(r.status());
     if (output == "md") {
       fmt::print("| {} | {:.2f} MiB | {:.2f} M | CPU | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", type,
-                 static_cast<double>(size) / (1024.0 * 1024.0), static_cast<double>(params) / 1e6, isa, e.n_threads(),
-                 cache, test.name(), r->avg_ts(), r->stddev_ts());
+                 static_cast<double>(size) / (1024.0 * 1024.0), static_cast<double>(params) / 1e6, isa,
+                 e.n_threads(), cache, test.name(), r->avg_ts(), r->stddev_ts());
     } else if (output == "csv") {
-      fmt::print("\"{}\",{},{},CPU,{},{},{},{},{},{},{:.4f},{:.4f}\n", type, size, params, isa, e.n_threads(), cache,
-                 test.n_prompt, test.n_gen, test.depth, r->avg_ts(), r->stddev_ts());
+      fmt::print("\"{}\",{},{},CPU,{},{},{},{},{},{},{:.4f},{:.4f}\n", type, size, params, isa, e.n_threads(),
+                 cache, test.n_prompt, test.n_gen, test.depth, r->avg_ts(), r->stddev_ts());
     } else {
       std::vector<uint64_t> samples_ns;
       double avg_ns = 0;
@@ -145,6 +166,43 @@ int bench_command(const Args& argv) {
                       {"stddev_ts", r->stddev_ts()},
                       {"samples_ns", samples_ns},
                       {"samples_ts", r->samples_ts()}});
+    }
+  }
+  if (spec.enabled()) {
+    // Speculation: greedy generation with and without it, per -n length (same output, checked).
+    auto drafter = make_drafter(spec, e, sampling::SamplerConfig{});
+    if (!drafter.ok()) return fail(drafter.status());
+    const std::string mode = !spec.draft_model.empty()
+                                 ? fmt::format("draft d{}{}", spec.draft_n, spec.adaptive ? " adaptive" : "")
+                                 : fmt::format("lookup d{}", spec.lookup_n);
+    for (int32_t n : *tg) {
+      if (n <= 0) continue;
+      auto r = engine::run_spec_bench(e, **drafter, n, spec.options(), reps);
+      if (!r.ok()) return fail(r.status());
+      const double speedup = r->speculative.avg_ts() / r->plain.avg_ts();
+      if (output == "md") {
+        fmt::print("| {} | greedy tg{} | {:.2f} ± {:.2f} |\n", type, n, r->plain.avg_ts(),
+                   r->plain.stddev_ts());
+        fmt::print(
+            "| {} | greedy tg{} spec {} | {:.2f} ± {:.2f} | {:.2f}x, {:.1f}% accepted, {:.2f} per round |\n",
+            type, n, mode, r->speculative.avg_ts(), r->speculative.stddev_ts(), speedup,
+            100.0 * r->stats.acceptance_rate(), r->stats.mean_accepted());
+      } else if (output == "csv") {
+        fmt::print("\"{}\",spec,\"{}\",{},{:.4f},{:.4f},{:.4f},{:.4f}\n", type, mode, n, r->plain.avg_ts(),
+                   r->speculative.avg_ts(), r->stats.acceptance_rate(), r->stats.mean_accepted());
+      } else {
+        rows.push_back({{"model_filename", model},
+                        {"model_type", type},
+                        {"isa", isa},
+                        {"n_threads", e.n_threads()},
+                        {"n_gen", n},
+                        {"speculative", mode},
+                        {"plain_avg_ts", r->plain.avg_ts()},
+                        {"spec_avg_ts", r->speculative.avg_ts()},
+                        {"speedup", speedup},
+                        {"acceptance_rate", r->stats.acceptance_rate()},
+                        {"mean_accepted", r->stats.mean_accepted()}});
+      }
     }
   }
   if (output == "json") fmt::print("{}\n", rows.dump(2));

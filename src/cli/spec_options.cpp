@@ -30,7 +30,7 @@ Result<std::unique_ptr<engine::Drafter>> make_drafter(const SpecArgs& args, engi
   engine::EngineOptions o = target.options();
   auto draft = engine::Engine::load(args.draft_model, o);
   if (!draft.ok()) return draft.status().with_context("--spec-draft: ");
-  auto drafter = engine::ModelDrafter::create(std::move(*draft), target, sampling);
+  auto drafter = engine::ModelDrafter::create(std::move(*draft), target);
   if (!drafter.ok()) return drafter.status().with_context("--spec-draft: ");
   return std::unique_ptr<engine::Drafter>(std::move(*drafter));
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/rng.h"
+#include "engine/generate.h"
 
 namespace minfer::engine {
 namespace {
@@ -95,6 +96,43 @@ Result<BenchResult> run_bench(Engine& engine, const BenchTest& test, int reps) {
   }
   engine.kv().clear();
   return result;
+}
+
+Result<SpecBenchResult> run_spec_bench(Engine& target, Drafter& drafter, int32_t n_gen,
+                                       const SpecOptions& spec, int reps) {
+  // A prompt that repeats itself, as in an edit or a summary, so prompt lookup has something to find.
+  std::vector<int32_t> prompt = bench_tokens(24, target.tokenizer().n_vocab(), 5);
+  for (int i = 0; i < 2; ++i) prompt.insert(prompt.end(), prompt.begin(), prompt.begin() + 24);
+  if (static_cast<int32_t>(prompt.size()) + n_gen > target.n_ctx()) {
+    return invalid_argument("bench: a {}-token prompt and tg{} do not fit a context of {} (raise --n-ctx)",
+                            prompt.size(), n_gen, target.n_ctx());
+  }
+  GenerateOptions g;
+  g.n_predict = n_gen;
+  g.sampling.temp = 0.0f;
+  for (int32_t id : target.sampling_vocab()->eog_ids) g.sampling.logit_bias.push_back({id, -100.0f});
+  SpecBenchResult out;
+  out.plain.test = out.speculative.test = BenchTest{0, n_gen, 0};
+  for (int r = 0; r <= reps; ++r) {  // the first round warms up
+    target.kv().clear();
+    MINFER_ASSIGN_OR_RETURN(GenerateResult plain, generate(target, prompt, g));
+    target.kv().clear();
+    SpecStats stats;
+    MINFER_ASSIGN_OR_RETURN(GenerateResult fast,
+                            generate_speculative(target, drafter, prompt, g, spec, &stats));
+    if (fast.generated_ids != plain.generated_ids) {
+      return error(StatusCode::kInternal,
+                   "bench: speculative greedy output differs from plain decoding at round {}", r);
+    }
+    if (r == 0) continue;
+    out.plain.seconds.push_back(plain.timings.generate_ms / 1e3);
+    out.speculative.seconds.push_back(fast.timings.generate_ms / 1e3);
+    out.stats.rounds += stats.rounds;
+    out.stats.drafted += stats.drafted;
+    out.stats.accepted += stats.accepted;
+  }
+  target.kv().clear();
+  return out;
 }
 
 double VerifyCost::median_ms() const {

@@ -59,27 +59,23 @@ Result<Draft> LookupDrafter::propose(std::span<const int32_t> history, int32_t n
 }
 
 Result<std::unique_ptr<ModelDrafter>> ModelDrafter::create(std::unique_ptr<Engine> draft,
-                                                           const Engine& target,
-                                                           const sampling::SamplerConfig& sampling) {
+                                                           const Engine& target) {
   MINFER_RETURN_IF_ERROR(check_same_vocabulary(target.tokenizer(), draft->tokenizer()));
+  draft->kv().clear();
+  return std::unique_ptr<ModelDrafter>(new ModelDrafter(std::move(draft)));
+}
+
+Status ModelDrafter::begin(std::span<const int32_t> prompt, const sampling::SamplerConfig& sampling) {
   if (sampling.mirostat != 0) {
     return unsupported(
         "speculative decoding cannot be combined with mirostat (its state moves with every draw)");
   }
+  // The generation's own pipeline with another seed per sequence, independent of the target's draws.
   sampling::SamplerConfig cfg = sampling;
-  if (cfg.seed != sampling::SamplerConfig::kRandomSeed)
-    cfg.seed ^= 0x5eedd4afULL;  // independent of the target's draws
-  MINFER_ASSIGN_OR_RETURN(sampling::Sampler sampler, sampling::Sampler::create(cfg, draft->sampling_vocab()));
-  draft->kv().clear();
-  return std::unique_ptr<ModelDrafter>(
-      new ModelDrafter(std::move(draft), std::move(cfg), std::move(sampler)));
-}
-
-Status ModelDrafter::begin(std::span<const int32_t> prompt) {
-  // A fresh pipeline per sequence (its seed advanced, so repeated runs draw differently).
-  if (cfg_.seed != sampling::SamplerConfig::kRandomSeed) ++cfg_.seed;
-  MINFER_ASSIGN_OR_RETURN(sampler_, sampling::Sampler::create(cfg_, engine_->sampling_vocab()));
-  for (int32_t id : prompt) sampler_.accept_history(id);
+  if (cfg.seed != sampling::SamplerConfig::kRandomSeed) cfg.seed ^= 0x5eedd4afULL + n_sequences_;
+  ++n_sequences_;
+  MINFER_ASSIGN_OR_RETURN(sampler_, sampling::Sampler::create(cfg, engine_->sampling_vocab()));
+  for (int32_t id : prompt) sampler_->accept_history(id);
   synced_ = prompt.size();
   return {};
 }
@@ -87,11 +83,12 @@ Status ModelDrafter::begin(std::span<const int32_t> prompt) {
 Result<Draft> ModelDrafter::propose(std::span<const int32_t> history, int32_t n) {
   Draft d;
   if (history.empty() || n <= 0) return d;
+  if (!sampler_) return invalid_argument("ModelDrafter: propose() before begin()");
   // The sampler follows the sequence: last round's proposals out, the tokens taken since in.
-  sampler_.rewind();
-  for (size_t i = std::min(synced_, history.size()); i < history.size(); ++i) sampler_.accept(history[i]);
+  sampler_->rewind();
+  for (size_t i = std::min(synced_, history.size()); i < history.size(); ++i) sampler_->accept(history[i]);
   synced_ = history.size();
-  sampler_.mark();
+  sampler_->mark();
   // Keep the cache in step: drop what the target rejected, evaluate what it has not seen (always at least
   // the last token, whose logits start the draft).
   size_t keep = 0;
@@ -108,9 +105,9 @@ Result<Draft> ModelDrafter::propose(std::span<const int32_t> history, int32_t n)
   MINFER_ASSIGN_OR_RETURN(std::vector<float> logits, engine_->decode(batch));
   cached_.assign(history.begin(), history.end());
   for (int32_t i = 0; i < n; ++i) {
-    MINFER_ASSIGN_OR_RETURN(std::vector<sampling::TokenData> q, sampler_.distribution(logits));
-    const int32_t token = sampler_.draw(q);
-    sampler_.accept(token);
+    MINFER_ASSIGN_OR_RETURN(std::vector<sampling::TokenData> q, sampler_->distribution(logits));
+    const int32_t token = sampler_->draw(q);
+    sampler_->accept(token);
     d.tokens.push_back(token);
     d.q.push_back(q.size() == 1 ? std::vector<sampling::TokenData>() : std::move(q));
     if (engine_->tokenizer().is_eog(token) || i + 1 == n) break;
@@ -151,7 +148,7 @@ Result<GenerateResult> generate_speculative(Engine& target, Drafter& drafter,
   MINFER_ASSIGN_OR_RETURN(sampling::Sampler sampler,
                           sampling::Sampler::create(options.sampling, target.sampling_vocab()));
   for (int32_t id : prompt_ids) sampler.accept_history(id);
-  MINFER_RETURN_IF_ERROR(drafter.begin(prompt_ids));
+  MINFER_RETURN_IF_ERROR(drafter.begin(prompt_ids, options.sampling));
 
   Batch batch;
   for (size_t i = 0; i < prompt_ids.size(); ++i) {

@@ -3,13 +3,14 @@
 // argmax; sampling: the acceptance rule in Sampler::verify), so the output equals, token for token when
 // greedy and in distribution when sampling, a run without speculation. Rejected rows leave both caches.
 //
-//   auto drafter = ModelDrafter::create(std::move(draft_engine), target, options.sampling);
+//   auto drafter = ModelDrafter::create(std::move(draft_engine), target);
 //   SpecStats stats;
 //   auto result = generate_speculative(target, **drafter, prompt_ids, options, {.draft_n = 4}, &stats);
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,9 +49,10 @@ struct Draft {
 class Drafter {
  public:
   virtual ~Drafter() = default;
-  // A new sequence starts with `prompt` (generate_speculative calls it first).
-  virtual Status begin(std::span<const int32_t> prompt) {
+  // A new sequence starts with `prompt`, generated with `sampling` (generate_speculative calls it first).
+  virtual Status begin(std::span<const int32_t> prompt, const sampling::SamplerConfig& sampling) {
     (void)prompt;
+    (void)sampling;
     return {};
   }
   // Up to `n` tokens likely to follow `history` (every token of the sequence so far, the last included).
@@ -77,19 +79,17 @@ class LookupDrafter : public Drafter {
 class ModelDrafter : public Drafter {
  public:
   // Refuses a vocabulary that differs from the target's (size, or the first differing token, named).
-  static Result<std::unique_ptr<ModelDrafter>> create(std::unique_ptr<Engine> draft, const Engine& target,
-                                                      const sampling::SamplerConfig& sampling);
-  Status begin(std::span<const int32_t> prompt) override;
+  static Result<std::unique_ptr<ModelDrafter>> create(std::unique_ptr<Engine> draft, const Engine& target);
+  Status begin(std::span<const int32_t> prompt, const sampling::SamplerConfig& sampling) override;
   Result<Draft> propose(std::span<const int32_t> history, int32_t n) override;
   Engine& engine() { return *engine_; }
   const std::vector<int32_t>& cached() const { return cached_; }
 
  private:
-  ModelDrafter(std::unique_ptr<Engine> engine, sampling::SamplerConfig cfg, sampling::Sampler sampler)
-      : engine_(std::move(engine)), cfg_(std::move(cfg)), sampler_(std::move(sampler)) {}
+  explicit ModelDrafter(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
   std::unique_ptr<Engine> engine_;
-  sampling::SamplerConfig cfg_;
-  sampling::Sampler sampler_;
+  std::optional<sampling::Sampler> sampler_;  // set by begin()
+  uint64_t n_sequences_ = 0;
   size_t synced_ = 0;            // tokens of the sequence the sampler has taken
   std::vector<int32_t> cached_;  // tokens whose rows are in the draft cache, positions 0..n-1
 };

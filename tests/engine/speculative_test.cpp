@@ -45,7 +45,7 @@ GenerateOptions greedy(int32_t n) {
 }
 
 std::unique_ptr<Drafter> model_drafter(const std::string& path, Engine& target) {
-  auto d = ModelDrafter::create(load(path), target, greedy(1).sampling);
+  auto d = ModelDrafter::create(load(path), target);
   EXPECT_TRUE(d.ok()) << d.status().message();
   return std::move(d).value();
 }
@@ -104,7 +104,7 @@ TEST(Speculative, StopStringsAndTokenLimitsInsideARound) {
   ASSERT_GE(full.generated_ids.size(), 12u);
   for (int32_t limit : {1, 2, 5, 7, 13}) {
     auto target = load(path);
-    auto drafter = ModelDrafter::create(load(path), *target, greedy(1).sampling);
+    auto drafter = ModelDrafter::create(load(path), *target);
     ASSERT_TRUE(drafter.ok());
     auto got = generate_speculative(*target, **drafter, kPrompt, greedy(limit), {.draft_n = 4}, nullptr);
     ASSERT_TRUE(got.ok());
@@ -122,7 +122,7 @@ TEST(Speculative, StopStringsAndTokenLimitsInsideARound) {
   g.stop = {stop};
   const GenerateResult want = plain(path, kPrompt, g);
   auto target = load(path);
-  auto drafter = ModelDrafter::create(load(path), *target, g.sampling);
+  auto drafter = ModelDrafter::create(load(path), *target);
   ASSERT_TRUE(drafter.ok());
   auto got = generate_speculative(*target, **drafter, kPrompt, g, {.draft_n = 6}, nullptr);
   ASSERT_TRUE(got.ok());
@@ -143,7 +143,7 @@ TEST(Speculative, RefusesAnotherVocabularyAndMirostat) {
   writer->metadata().set("tokenizer.ggml.tokens", gguf::Value::array(gguf::Array::of_strings(tokens)));
   const std::string path = test::temp_dir() + "/spec-other-vocab.gguf";
   ASSERT_TRUE(writer->write(path).ok());
-  auto bad = ModelDrafter::create(load(path), *target, {});
+  auto bad = ModelDrafter::create(load(path), *target);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find(fmt::format("at token {}", tokens.size() - 2)), std::string::npos)
       << bad.status().message();
@@ -166,7 +166,7 @@ TEST(Speculative, GrammarOutputStaysInTheLanguageAndProposalsAreAccepted) {
     g.sampling.temp = 1.0f;
     g.sampling.json_schema = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"boolean"}},
                                  "required":["a","b"],"additionalProperties":false})";
-    auto drafter = ModelDrafter::create(load(draft_path), *target, g.sampling);
+    auto drafter = ModelDrafter::create(load(draft_path), *target);
     ASSERT_TRUE(drafter.ok()) << drafter.status().message();
     SpecStats stats;
     for (uint64_t seed = 1; seed <= 8; ++seed) {
@@ -226,7 +226,7 @@ TEST(Speculative, SampledOutputFollowsTheTargetDistribution) {
     }
     target->kv().clear();
   }
-  auto drafter = ModelDrafter::create(load(draft_path), *target, cfg);
+  auto drafter = ModelDrafter::create(load(draft_path), *target);
   ASSERT_TRUE(drafter.ok());
   const int kRuns = 1500;
   std::map<std::pair<int32_t, int32_t>, int> seen;
