@@ -91,6 +91,7 @@ class Repl {
              (options.color == "auto" &&
               (isatty(STDOUT_FILENO) != 0 || (env != nullptr && std::string(env) == "1")));
     gen_.should_stop = [] { return g_interrupted.load(); };
+    if (options.drafter != nullptr) chat_.set_drafter(options.drafter, options.spec);
   }
 
   int run() {
@@ -212,6 +213,7 @@ class Repl {
     if (g.stop_reason == "context") fmt::print(stderr, "minfer: the reply filled the context\n");
     fmt::print(stderr, "prompt: {} prefilled, {} cached | generated: {} tokens, {:.1f} tok/s\n",
                r->stats.n_prefilled, r->stats.n_cached, g.timings.n_generated, g.timings.generate_tps());
+    if (r->spec.rounds > 0) fmt::print(stderr, "{}\n", r->spec.summary());
     save();
     return true;
   }

@@ -11,6 +11,7 @@
 #include "chat/chat_template.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "engine/speculative.h"
 
 namespace minfer::cli {
 
@@ -22,6 +23,8 @@ struct ConversationOptions {
   std::string session;                       // --session FILE (+ FILE.kv)
   std::optional<std::string> first_message;  // the positional prompt: the first user turn
   nlohmann::ordered_json template_vars = nlohmann::ordered_json::object();
+  engine::Drafter* drafter = nullptr;  // --spec-draft / --spec-lookup (not owned); null: off
+  engine::SpecOptions spec;
 };
 
 // Runs the conversation on stdin/stdout; returns the process exit code (0 on /exit, /quit or EOF).

@@ -124,34 +124,51 @@ int run_command(const Args& argv) {
   CLI::App app("Generate text with a Qwen-family GGUF model.", "minfer");
   RunArgs args;
   sampling::SamplerConfig sampling;
-  app.add_option("model", args.model,
-                 "GGUF file (any part of a split model), cached model name, hf:OWNER/REPO[:FILE], ollama:NAME[:TAG]")->required();
+  app.add_option(
+         "model", args.model,
+         "GGUF file (any part of a split model), cached model name, hf:OWNER/REPO[:FILE], ollama:NAME[:TAG]")
+      ->required();
   app.add_option("prompt", args.prompt, "prompt text (read from stdin when omitted)");
   app.add_option("-n,--n-predict", args.n_predict, "tokens to generate (-1: until end of generation)")
-      ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 30));
   app.add_option("-c,--n-ctx", args.n_ctx, "context size in tokens (clamped to the model's)")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 24));
-  app.add_option("-t,--threads", args.threads, "threads (0: one per core)")->capture_default_str()->check(CLI::Range(0, 1024));
-  app.add_option("-b,--batch-size", args.batch, "prompt tokens per forward pass")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
+  app.add_option("-t,--threads", args.threads, "threads (0: one per core)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  app.add_option("-b,--batch-size", args.batch, "prompt tokens per forward pass")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   app.add_option("--stop", args.stop, "stop string (repeatable; never printed)");
   app.add_option("--system", args.system, "system prompt");
   app.add_flag("--no-template", args.no_template, "send the prompt as is, without the chat template");
-  app.add_option("--chat-template", args.chat_template_file, "Jinja chat template file overriding the model's");
-  app.add_option("--cache-type", args.cache_type, "KV cache type: f32, f16 (default) or q8_0 (env MINFER_CACHE_TYPE)");
+  app.add_option("--chat-template", args.chat_template_file,
+                 "Jinja chat template file overriding the model's");
+  app.add_option("--cache-type", args.cache_type,
+                 "KV cache type: f32, f16 (default) or q8_0 (env MINFER_CACHE_TYPE)");
   app.add_flag("--meta", args.meta, "print the model's metadata before generating");
   app.add_option("--dump-graph", args.dump_graph, "write the prefill graph as Graphviz DOT and exit");
   app.add_option("--dump-graph-json", args.dump_graph_json, "write the prefill graph as JSON and exit");
   app.add_option("-o,--output", args.output, "text (stream) or json")->check(CLI::IsMember({"text", "json"}));
-  app.add_flag("--cnv", args.cnv, "multi-turn chat: a REPL with /commands (the prompt, if given, is the first turn)")
+  app.add_flag("--cnv", args.cnv,
+               "multi-turn chat: a REPL with /commands (the prompt, if given, is the first turn)")
       ->group("Conversation (--cnv)");
-  app.add_flag("--single-turn", args.conversation.single_turn, "with --cnv: run one turn, then exit (also -st)")
+  app.add_flag("--single-turn", args.conversation.single_turn,
+               "with --cnv: run one turn, then exit (also -st)")
       ->group("Conversation (--cnv)");
-  app.add_flag("--multiline-input", args.conversation.multiline, "with --cnv: a turn ends at an empty line (also -mli)")
+  app.add_flag("--multiline-input", args.conversation.multiline,
+               "with --cnv: a turn ends at an empty line (also -mli)")
       ->group("Conversation (--cnv)");
-  app.add_option("--color", args.conversation.color, "with --cnv: dim <think> blocks: on, off, auto (stdout is a tty)")
-      ->capture_default_str()->check(CLI::IsMember({"on", "off", "auto"}))->group("Conversation (--cnv)");
-  app.add_option("--session", args.conversation.session,
-                 "with --cnv: save the conversation to FILE (JSON) and FILE.kv after every turn; resume it on start")
+  app.add_option("--color", args.conversation.color,
+                 "with --cnv: dim <think> blocks: on, off, auto (stdout is a tty)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off", "auto"}))
+      ->group("Conversation (--cnv)");
+  app.add_option(
+         "--session", args.conversation.session,
+         "with --cnv: save the conversation to FILE (JSON) and FILE.kv after every turn; resume it on start")
       ->group("Conversation (--cnv)");
   add_sampling_options(app, sampling);
   SpecArgs spec;
@@ -164,14 +181,13 @@ int run_command(const Args& argv) {
   }
   if (int code = parse_args(app, spelled); code >= 0) return code;
   args.prompt_given = app.count("prompt") > 0;
-  if (!args.cnv && (args.conversation.single_turn || args.conversation.multiline || !args.conversation.session.empty())) {
+  if (!args.cnv &&
+      (args.conversation.single_turn || args.conversation.multiline || !args.conversation.session.empty())) {
     return fail(invalid_argument("-st, -mli and --session need --cnv"));
   }
-  if (args.cnv && spec.enabled()) {
-    return fail(unsupported("speculative decoding (--spec-draft / --spec-lookup) is not available with --cnv yet"));
-  }
   if (args.cnv && (args.no_template || args.output != "text")) {
-    return fail(invalid_argument("--cnv needs the chat template and text output (drop --no-template / -o json)"));
+    return fail(
+        invalid_argument("--cnv needs the chat template and text output (drop --no-template / -o json)"));
   }
 
   engine::EngineOptions options;
@@ -213,13 +229,18 @@ int run_command(const Args& argv) {
     args.conversation.system = args.system;
     if (args.prompt_given) args.conversation.first_message = args.prompt;
     args.conversation.template_vars = template_vars(engine);
+    auto drafter = make_drafter(spec, engine, sampling);
+    if (!drafter.ok()) return fail(drafter.status());
+    args.conversation.drafter = drafter->get();
+    args.conversation.spec = spec.options();
     return run_conversation(engine, std::move(*tmpl), gen, args.conversation);
   }
 
   auto prompt_text = build_prompt(args, engine);
   if (!prompt_text.ok()) return fail(prompt_text.status());
   std::vector<int32_t> ids = engine.tokenizer().encode(*prompt_text, /*parse_special=*/true);
-  if (engine.tokenizer().add_bos() && engine.tokenizer().bos() >= 0) ids.insert(ids.begin(), engine.tokenizer().bos());
+  if (engine.tokenizer().add_bos() && engine.tokenizer().bos() >= 0)
+    ids.insert(ids.begin(), engine.tokenizer().bos());
   if (ids.empty()) return fail(invalid_argument("the prompt is empty"));
 
   if (!args.dump_graph.empty() || !args.dump_graph_json.empty()) {
@@ -241,32 +262,33 @@ int run_command(const Args& argv) {
   auto drafter = make_drafter(spec, engine, sampling);
   if (!drafter.ok()) return fail(drafter.status());
   engine::SpecStats spec_stats;
-  auto result = *drafter ? engine::generate_speculative(engine, **drafter, ids, gen, spec.options(), &spec_stats, on_text)
+  auto result = *drafter ? engine::generate_speculative(engine, **drafter, ids, gen, spec.options(),
+                                                        &spec_stats, on_text)
                          : engine::generate(engine, ids, gen, on_text);
   if (!result.ok()) return fail(result.status());
   const engine::Timings& t = result->timings;
   if (stream) {
     fmt::print("\n");
     if (result->stop_reason == "grammar") fmt::print(stderr, "minfer: stopped: {}\n", result->stop_detail);
-    fmt::print(stderr, "\nprompt:    {} tokens, {:.1f} ms, {:.2f} tok/s\n", t.n_prompt, t.prompt_ms, t.prompt_tps());
+    fmt::print(stderr, "\nprompt:    {} tokens, {:.1f} ms, {:.2f} tok/s\n", t.n_prompt, t.prompt_ms,
+               t.prompt_tps());
     fmt::print(stderr, "generated: {} tokens, {:.1f} ms, {:.2f} tok/s ({})\n", t.n_generated, t.generate_ms,
                t.generate_tps(), result->stop_reason);
     fmt::print(stderr, "total:     {:.1f} ms\n", t.prompt_ms + t.generate_ms);
     if (*drafter) fmt::print(stderr, "{}\n", spec_stats.summary());
   } else {
-    nlohmann::ordered_json j = {
-        {"prompt_ids", result->prompt_ids},
-        {"generated_ids", result->generated_ids},
-        {"text", result->text},
-        {"stop_reason", result->stop_reason},
-        {"stop_detail", result->stop_detail},
-        {"timings",
-         {{"n_prompt", t.n_prompt},
-          {"prompt_ms", t.prompt_ms},
-          {"prompt_tps", t.prompt_tps()},
-          {"n_generated", t.n_generated},
-          {"generate_ms", t.generate_ms},
-          {"generate_tps", t.generate_tps()}}}};
+    nlohmann::ordered_json j = {{"prompt_ids", result->prompt_ids},
+                                {"generated_ids", result->generated_ids},
+                                {"text", result->text},
+                                {"stop_reason", result->stop_reason},
+                                {"stop_detail", result->stop_detail},
+                                {"timings",
+                                 {{"n_prompt", t.n_prompt},
+                                  {"prompt_ms", t.prompt_ms},
+                                  {"prompt_tps", t.prompt_tps()},
+                                  {"n_generated", t.n_generated},
+                                  {"generate_ms", t.generate_ms},
+                                  {"generate_tps", t.generate_tps()}}}};
     if (*drafter) {
       j["speculative"] = {{"rounds", spec_stats.rounds},
                           {"drafted", spec_stats.drafted},

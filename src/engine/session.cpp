@@ -93,7 +93,9 @@ Result<TurnResult> ChatSession::run_turn(const GenerateOptions& gen,
   GenerateOptions options = gen;
   options.seq = options_.seq;
   options.n_cached = static_cast<int32_t>(keep);
-  auto generated = generate(engine_, prompt, options, on_text);
+  auto generated = drafter_ != nullptr ? generate_speculative(engine_, *drafter_, prompt, options, spec_,
+                                                              &result.spec, on_text)
+                                       : generate(engine_, prompt, options, on_text);
   if (!generated.ok()) {
     reset_sequence();  // a failed decode leaves the sequence in an unknown state: start over next turn
     return generated.status();

@@ -21,6 +21,7 @@
 #include "chat/chat_template.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "engine/speculative.h"
 
 namespace minfer::engine {
 
@@ -46,6 +47,7 @@ struct TurnStats {
 struct TurnResult {
   GenerateResult generation;
   TurnStats stats;
+  SpecStats spec;      // with a drafter
   std::string notice;  // a one-line context-shift notice, empty when nothing was dropped
 };
 
@@ -70,6 +72,12 @@ class ChatSession {
   // Drops the last reply and generates it again with a different seed. Fails when there is no reply yet.
   Result<TurnResult> regenerate(const GenerateOptions& gen,
                                 const std::function<void(std::string_view)>& on_text = {});
+  // Speculative decoding for every later turn (null: off). The drafter must outlive the session; a model
+  // drafter's cache follows the conversation like the session's (only what changed is evaluated).
+  void set_drafter(Drafter* drafter, const SpecOptions& spec) {
+    drafter_ = drafter;
+    spec_ = spec;
+  }
   // Forgets the conversation but keeps the system prompt (whose KV rows are reused by the next turn).
   void clear();
 
@@ -105,6 +113,8 @@ class ChatSession {
   nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();  // [{role, content}], system first
   std::vector<int32_t> cached_;                                        // tokens at positions 0..n-1
   uint64_t n_regenerations_ = 0;
+  Drafter* drafter_ = nullptr;
+  SpecOptions spec_;
 };
 
 // The longest common prefix of two token lists.

@@ -131,8 +131,16 @@ Result<GenerateResult> generate_speculative(Engine& target, Drafter& drafter,
   SpecStats local;
   SpecStats& st = stats != nullptr ? *stats : local;
   if (prompt_ids.empty()) return invalid_argument("generate: the prompt is empty");
-  if (target.kv().seq_pos_max(options.seq) >= 0)
-    return invalid_argument("generate: sequence {} is not empty", options.seq);
+  const int32_t n_cached = options.n_cached;
+  if (n_cached < 0 || n_cached >= static_cast<int32_t>(prompt_ids.size())) {
+    return invalid_argument("generate: {} cached tokens for a prompt of {} (at least one must be evaluated)",
+                            n_cached, prompt_ids.size());
+  }
+  if (target.kv().seq_pos_max(options.seq) != n_cached - 1 ||
+      (n_cached > 0 && target.kv().seq_pos_min(options.seq) != 0)) {
+    return invalid_argument("generate: sequence {} does not hold exactly the {} cached prompt tokens",
+                            options.seq, n_cached);
+  }
   if (spec.draft_n < 1 || spec.draft_n > kMaxDraftDepth) {
     return invalid_argument("--spec-draft-n {} is outside [1, {}]", spec.draft_n, kMaxDraftDepth);
   }
@@ -151,12 +159,14 @@ Result<GenerateResult> generate_speculative(Engine& target, Drafter& drafter,
   MINFER_RETURN_IF_ERROR(drafter.begin(prompt_ids, options.sampling));
 
   Batch batch;
-  for (size_t i = 0; i < prompt_ids.size(); ++i) {
+  for (size_t i = static_cast<size_t>(n_cached); i < prompt_ids.size(); ++i) {
     batch.add(prompt_ids[i], static_cast<int32_t>(i), options.seq, i + 1 == prompt_ids.size());
   }
   auto t0 = Clock::now();
   MINFER_ASSIGN_OR_RETURN(std::vector<float> logits, target.decode(batch));
-  result.timings.n_prompt = static_cast<int32_t>(prompt_ids.size());
+  result.timings.n_prompt = static_cast<int32_t>(prompt_ids.size()) - n_cached;
+  result.timings.n_cached = n_cached;
+  if (options.keep_first_logits) result.first_logits = logits;
   result.timings.prompt_ms = ms_since(t0);
 
   tokenizer::StreamDecoder detok(target.tokenizer());
@@ -206,6 +216,10 @@ Result<GenerateResult> generate_speculative(Engine& target, Drafter& drafter,
   int32_t last = *first;
   bool going = take(last);
   while (going) {
+    if (options.should_stop && options.should_stop()) {
+      result.stop_reason = "cancelled";
+      break;
+    }
     const auto pos = static_cast<int32_t>(history.size());  // where `last` goes
     if (pos >= n_ctx) {
       result.stop_reason = "context";

@@ -294,6 +294,25 @@ TEST(Conversation, SingleTurnAndMultilineInput) {
   EXPECT_EQ(saved["messages"][2]["content"], "second turn");
 }
 
+// --cnv with --spec-draft (the model drafting for itself) or --spec-lookup: the same replies as without,
+// plus a speculation stats line per turn.
+TEST(Conversation, SpeculationGivesTheSameReplies) {
+  const std::string input = "hello there\nand then?\n/exit\n";
+  Child plain;
+  converse(&plain, chat_args(tiny_model()), input);
+  ASSERT_EQ(plain.exit_code(), 0) << plain.stderr_text;
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--spec-draft", tiny_model(), "--spec-draft-n", "3"},
+        std::vector<std::string>{"--spec-lookup", "4"}}) {
+    Child spec;
+    converse(&spec, chat_args(tiny_model(), flags), input);
+    EXPECT_EQ(spec.exit_code(), 0) << spec.stderr_text;
+    EXPECT_EQ(spec.stdout_text, plain.stdout_text) << flags[0];
+    EXPECT_EQ(stats_lines(spec.stderr_text).size(), 2u) << spec.stderr_text;
+    EXPECT_NE(spec.stderr_text.find("speculative: "), std::string::npos) << spec.stderr_text;
+  }
+}
+
 TEST(Conversation, OverflowKeepsGoingWithShiftOrExactPath) {
   std::string input;
   for (int i = 0; i < 8; ++i)

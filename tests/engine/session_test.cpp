@@ -108,6 +108,45 @@ TEST(ChatSession, EachTurnPrefillsOnlyTheNewSuffixAndMatchesAFreshRun) {
   EXPECT_EQ(chat.messages().size(), 7u);  // system + 3 x (user, assistant)
 }
 
+// --cnv with speculation: every turn's reply equals the plain session's (greedy), each turn still prefills
+// only its new suffix, and the cache holds exactly the conversation's tokens.
+TEST(ChatSession, SpeculativeTurnsEqualPlainTurns) {
+  const std::string model = test::write_tiny_model("tiny-qwen3");
+  auto plain_engine = load(model, 512);
+  ChatSession plain(*plain_engine, model_template(*plain_engine), {.system = "Be brief."});
+  std::vector<std::string> replies;
+  for (int k = 0; k < 3; ++k) {
+    auto r = plain.send(kTurns[k], greedy(12));
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    replies.push_back(r->generation.text);
+  }
+  auto self = ModelDrafter::create(load(model, 512), *plain_engine);
+  ASSERT_TRUE(self.ok()) << self.status().message();
+  LookupDrafter lookup;
+  for (Drafter* drafter : {static_cast<Drafter*>(self->get()), static_cast<Drafter*>(&lookup)}) {
+    auto e = load(model, 512);
+    ChatSession chat(*e, model_template(*e), {.system = "Be brief."});
+    chat.set_drafter(drafter, {.draft_n = 4});
+    SpecStats total;
+    for (int k = 0; k < 3; ++k) {
+      auto r = chat.send(kTurns[k], greedy(12));
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      EXPECT_EQ(r->generation.text, replies[static_cast<size_t>(k)]) << "turn " << k;
+      if (k > 0) {
+        EXPECT_GT(r->stats.n_cached, 0) << "turn " << k;
+      }
+      EXPECT_EQ(e->kv().seq_pos_max(0) + 1, static_cast<int32_t>(chat.cached_tokens().size()));
+      EXPECT_EQ(e->kv().used_cells(), static_cast<int32_t>(chat.cached_tokens().size()));
+      total.rounds += r->spec.rounds;
+      total.accepted += r->spec.accepted;
+    }
+    EXPECT_EQ(chat.cached_tokens(), plain.cached_tokens());
+    if (drafter == self->get()) {
+      EXPECT_GT(total.accepted, 0) << total.summary();
+    }
+  }
+}
+
 TEST(ChatSession, RegenerateReplacesTheLastReplyWithoutRePrefilling) {
   auto e = load(test::write_tiny_model("tiny-qwen2"), 512);
   ChatSession chat(*e, model_template(*e), {.system = "sys"});
