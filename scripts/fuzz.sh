@@ -4,7 +4,8 @@
 # FUZZ_TIMEOUT seconds or an out-of-memory fails the run (libFuzzer's exit status), and the input is left
 # in build/fuzz/artifacts/. Used by scripts/test.sh (every target, FUZZ_SECONDS each).
 #
-# Usage: scripts/fuzz.sh [--grow] NAME SECONDS      NAME: gguf chat gbnf json_schema tokenizer chat_messages
+# Usage: scripts/fuzz.sh [--grow] NAME SECONDS
+#   NAME: gguf chat gbnf json_schema tokenizer chat_messages server_request safetensors
 #   --grow   merge the inputs that found new coverage into fuzz/corpus/NAME (libFuzzer -merge=1 keeps the
 #            corpus small); without it the run works in a temporary folder and the tree stays clean.
 # Expects build/fuzz built (cmake --preset fuzz && cmake --build --preset fuzz --target fuzz_NAME).
@@ -30,8 +31,8 @@ case "$name" in
     cp "$fix"/chat/templates/*.jinja "$seeds/" 2>/dev/null || true ;;
   gbnf)
     cp tests/sampling/data/*.gbnf "$seeds/" ;;
-  json_schema)
-    ;;  # the committed corpus holds the schemas of tests/sampling/json_schema_test.cpp's kinds
+  json_schema | server_request | safetensors)
+    ;;  # the committed corpus holds the seeds (schemas of every kind; request bodies; small checkpoints)
   tokenizer)
     # Lines of the fixtures' tokenizer corpus, each prefixed by the flag byte (0: plain, 1: specials).
     if [ -f "$fix/tokenizer/corpus.inp" ]; then

@@ -15,7 +15,7 @@ fuzz_seconds="${FUZZ_SECONDS:-30}"
 if [ "$fuzz_seconds" != "0" ]; then
   # Every untrusted-input parser, FUZZ_SECONDS each (scripts/fuzz.sh: a crash, leak or timeout fails).
   # Only the fuzz targets: the rest of the tree is covered by the release build above.
-  fuzzers=(gguf chat gbnf json_schema tokenizer chat_messages)
+  fuzzers=(gguf chat gbnf json_schema tokenizer chat_messages server_request safetensors)
   cmake --preset fuzz >/dev/null
   fuzz_log="$(mktemp)"
   cmake --build --preset fuzz --target fuzz_gguf_seeds "${fuzzers[@]/#/fuzz_}" >"$fuzz_log" 2>&1 \
