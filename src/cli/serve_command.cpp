@@ -15,6 +15,7 @@
 
 #include "chat/chat_template.h"
 #include "cli/cli_app.h"
+#include "cli/inspect_env.h"
 #include "cli/sampling_options.h"
 #include "engine/batcher.h"
 #include "engine/engine.h"
@@ -192,6 +193,11 @@ int serve_command(const Args& argv) {
     shutdown_http();
     return fail(tmpl.status());
   }
+  auto inspect_env = InspectEnv::attach(engine);  // MINFER_DUMP_DIR / MINFER_TRACE, before the worker starts
+  if (!inspect_env.ok()) {
+    shutdown_http();
+    return fail(inspect_env.status());
+  }
   engine::BatcherOptions bopts;
   bopts.n_slots = args.n_slots;
   bopts.queue_depth = args.queue_depth;
@@ -221,6 +227,7 @@ int serve_command(const Args& argv) {
   http_thread.join();
   fmt::print(stderr, "minfer serve: drained; {} request(s) abandoned\n", abandoned);
   batcher->reset();
+  if (Status st = (*inspect_env)->finish(); !st.ok()) return fail(st);
   return 0;
 }
 
