@@ -26,5 +26,6 @@ int list_command(const Args& args);
 int rm_command(const Args& args);
 int convert_command(const Args& args);
 int dump_diff_command(const Args& args);
+int viz_command(const Args& args);
 
 }  // namespace minfer::cli
