@@ -7,18 +7,23 @@
 namespace minfer::cli {
 
 Result<std::unique_ptr<InspectEnv>> InspectEnv::attach(engine::Engine& engine) {
+  // Everything is checked before anything is attached, so a refused variable leaves the engine as it was.
+  std::unique_ptr<inspect::DumpObserver> dump;
+  MINFER_ASSIGN_OR_RETURN(std::optional<inspect::DumpOptions> dump_options, inspect::dump_options_from_env());
+  if (dump_options) {
+    MINFER_ASSIGN_OR_RETURN(dump, inspect::DumpObserver::create(*dump_options));
+  }
+  std::unique_ptr<inspect::TraceObserver> trace;
+  if (const char* path = std::getenv("MINFER_TRACE")) {
+    if (*path == '\0') return invalid_argument("MINFER_TRACE is set but empty (expected FILE.json)");
+    trace = std::make_unique<inspect::TraceObserver>(path, &engine.pool());
+    MINFER_RETURN_IF_ERROR(trace->write());  // fail now, not after the run, when the path is unwritable
+  }
   std::unique_ptr<InspectEnv> env(new InspectEnv(engine));
-  MINFER_ASSIGN_OR_RETURN(std::optional<inspect::DumpOptions> dump, inspect::dump_options_from_env());
-  if (dump) {
-    MINFER_ASSIGN_OR_RETURN(env->dump_, inspect::DumpObserver::create(*dump));
-    engine.add_observer(env->dump_.get());
-  }
-  if (const char* trace = std::getenv("MINFER_TRACE")) {
-    if (*trace == '\0') return invalid_argument("MINFER_TRACE is set but empty (expected FILE.json)");
-    env->trace_ = std::make_unique<inspect::TraceObserver>(trace, &engine.pool());
-    MINFER_RETURN_IF_ERROR(env->trace_->write());  // fail now, not after the run, when the path is unwritable
-    engine.add_observer(env->trace_.get());
-  }
+  env->dump_ = std::move(dump);
+  env->trace_ = std::move(trace);
+  if (env->dump_) engine.add_observer(env->dump_.get());
+  if (env->trace_) engine.add_observer(env->trace_.get());
   return env;
 }
 

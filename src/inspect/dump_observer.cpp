@@ -51,7 +51,12 @@ Result<std::set<int64_t>> parse_step_list(const std::string& text) {
 
 Result<std::optional<DumpOptions>> dump_options_from_env() {
   const char* dir = std::getenv("MINFER_DUMP_DIR");
-  if (dir == nullptr) return std::optional<DumpOptions>();
+  if (dir == nullptr) {
+    for (const char* name : {"MINFER_DUMP_FILTER", "MINFER_DUMP_STEPS"}) {
+      if (std::getenv(name) != nullptr) return invalid_argument("{} is set but MINFER_DUMP_DIR is not", name);
+    }
+    return std::optional<DumpOptions>();
+  }
   DumpOptions o;
   o.dir = dir;
   if (o.dir.empty()) return invalid_argument("MINFER_DUMP_DIR is set but empty");

@@ -120,6 +120,31 @@ TEST(DumpOptions, StepListsAreCheckedByName) {
   EXPECT_FALSE(DumpObserver::create({test::temp_dir() + "/d", "([", {}}).ok());
 }
 
+TEST(DumpOptions, ComeFromTheEnvironmentAndAFilterWithoutADirectoryIsRefused) {
+  unsetenv("MINFER_DUMP_DIR");
+  unsetenv("MINFER_DUMP_FILTER");
+  setenv("MINFER_DUMP_STEPS", "1", 1);
+  auto orphan = dump_options_from_env();
+  ASSERT_FALSE(orphan.ok());
+  EXPECT_NE(orphan.status().message().find("MINFER_DUMP_STEPS is set but MINFER_DUMP_DIR is not"),
+            std::string::npos);
+  setenv("MINFER_DUMP_DIR", "/tmp/somewhere", 1);
+  setenv("MINFER_DUMP_FILTER", "attn", 1);
+  setenv("MINFER_DUMP_STEPS", "3,1", 1);
+  auto o = dump_options_from_env();
+  unsetenv("MINFER_DUMP_DIR");
+  unsetenv("MINFER_DUMP_FILTER");
+  unsetenv("MINFER_DUMP_STEPS");
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  ASSERT_TRUE(o->has_value());
+  EXPECT_EQ((*o)->dir, "/tmp/somewhere");
+  EXPECT_EQ((*o)->filter, "attn");
+  EXPECT_EQ((*o)->steps, (std::set<int64_t>{1, 3}));
+  auto none = dump_options_from_env();
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
 // Greedy output and logits are bitwise the same with the dump and trace observers attached; the dump
 // holds every step, and its logits node equals the logits generate() returned.
 TEST(Dump, ObservingChangesNothingAndTheDumpHoldsTheEngineTensors) {
