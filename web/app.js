@@ -317,7 +317,7 @@ function showStep(ev) {
   state.times = new Map(ev.node_times.map(([id, us]) => [id, us]));
   const total = ev.node_times.reduce((a, [, us]) => a + us, 0);
   $('step-total').textContent = `(${(total / 1000).toFixed(2)} ms in ${ev.node_times.length} nodes)`;
-  const slowest = [...ev.node_times].sort((a, b) => b[1] - a[1]).slice(0, 12);
+  const slowest = [...ev.node_times].sort((a, b) => b[1] - a[1]);  // every node, slowest first
   const max = slowest.length ? slowest[0][1] : 1;
   $('times').replaceChildren(...slowest.map(([id, us]) => {
     const row = document.createElement('div');
