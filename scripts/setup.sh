@@ -11,6 +11,8 @@ PACKAGES=(
   libssl-dev libcurl4-openssl-dev
   libedit-dev
 )
+# The visualizer's browser test (headless, through puppeteer-core) and the dump files' numpy check.
+PACKAGES+=(chromium python3-numpy)
 # The `neon` tier (scripts/tiers.sh): Debian's aarch64 cross compiler, qemu-user to run its binaries, and
 # the arm64 builds of the libraries the kernel / engine tests link (multiarch: needs the arm64 arch).
 PACKAGES+=(

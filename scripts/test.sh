@@ -26,6 +26,8 @@ fi
 
 # The official openai npm client for the server test (project-local; skipped without node/npm).
 bash scripts/install_openai_client.sh || echo "test: openai npm client not installed; its test will be skipped"
+# puppeteer-core for the visualizer's browser test, which drives the system's chromium (project-local).
+bash scripts/install_puppeteer.sh || echo "test: puppeteer-core not installed; the viz browser test will be skipped"
 
 # Sanitizer and emulation tiers (scripts/tiers.sh): asan on the unit tests, tsan on the threaded ones,
 # aarch64 NEON kernels under qemu-user. MINFER_TIERS=none skips them, e.g. MINFER_TIERS="asan tsan".

@@ -25,5 +25,7 @@ int download_command(const Args& args);
 int list_command(const Args& args);
 int rm_command(const Args& args);
 int convert_command(const Args& args);
+int dump_diff_command(const Args& args);
+int viz_command(const Args& args);
 
 }  // namespace minfer::cli

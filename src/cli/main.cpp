@@ -39,6 +39,11 @@ constexpr Command kCommands[] = {
      minfer::cli::download_command},
     {"list", "list the cached models (name, source, size, type, date)", minfer::cli::list_command},
     {"rm", "remove a cached model", minfer::cli::rm_command},
+    {"viz",
+     "web page: the compute graph, live inference, tensor statistics, top-5 logits (minfer viz <model>)",
+     minfer::cli::viz_command},
+    {"dump-diff", "first node whose outputs differ between two MINFER_DUMP_DIR dumps (--tol X)",
+     minfer::cli::dump_diff_command},
 };
 
 void print_usage(std::FILE* out) {

@@ -11,6 +11,7 @@
 #include "chat/chat_template.h"
 #include "cli/cli_app.h"
 #include "cli/conversation.h"
+#include "cli/inspect_env.h"
 #include "cli/sampling_options.h"
 #include "cli/spec_options.h"
 #include "engine/generate.h"
@@ -213,6 +214,8 @@ int run_command(const Args& argv) {
   if (!loaded.ok()) return fail(loaded.status());
   engine::Engine& engine = **loaded;
   if (Status st = sampling.validate(engine.n_vocab()); !st.ok()) return fail(st);
+  auto inspect_env = InspectEnv::attach(engine);  // MINFER_DUMP_DIR / MINFER_TRACE
+  if (!inspect_env.ok()) return fail(inspect_env.status());
   if (args.meta) {
     tools::InfoOptions info;
     info.show_tensors = false;

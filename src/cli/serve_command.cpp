@@ -15,6 +15,7 @@
 
 #include "chat/chat_template.h"
 #include "cli/cli_app.h"
+#include "cli/inspect_env.h"
 #include "cli/sampling_options.h"
 #include "cli/spec_options.h"
 #include "engine/batcher.h"
@@ -201,6 +202,11 @@ int serve_command(const Args& argv) {
     shutdown_http();
     return fail(tmpl.status());
   }
+  auto inspect_env = InspectEnv::attach(engine);  // MINFER_DUMP_DIR / MINFER_TRACE, before the worker starts
+  if (!inspect_env.ok()) {
+    shutdown_http();
+    return fail(inspect_env.status());
+  }
   // The draft model's cache holds one sequence per slot, mirroring the target's.
   std::unique_ptr<engine::Engine> draft;
   if (!args.spec.draft_model.empty()) {
@@ -247,6 +253,7 @@ int serve_command(const Args& argv) {
   http_thread.join();
   fmt::print(stderr, "minfer serve: drained; {} request(s) abandoned\n", abandoned);
   batcher->reset();
+  if (Status st = (*inspect_env)->finish(); !st.ok()) return fail(st);
   return 0;
 }
 

@@ -2,6 +2,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -47,17 +48,37 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::run_impl(Task task, void* ctx) {
-  if (n_threads_ == 1) {
-    task(ctx, 0, 1);
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+// One thread's share of the current job, timed only while a lane recorder is set.
+void ThreadPool::run_task(int ith) {
+  LaneRecorder* recorder = recorder_.load(std::memory_order_acquire);
+  if (recorder == nullptr) {
+    task_(ctx_, ith, n_threads_);
     return;
   }
+  const int64_t t0 = now_ns();
+  task_(ctx_, ith, n_threads_);
+  recorder->record(ith, t0, now_ns());
+}
+
+void ThreadPool::run_impl(Task task, void* ctx) {
   task_ = task;
   ctx_ = ctx;
+  if (n_threads_ == 1) {
+    run_task(0);
+    return;
+  }
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_release);
   generation_.notify_all();
-  task(ctx, 0, n_threads_);
+  run_task(0);
   for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
     if (spin < kSpinIterations) {
       spin_pause(spin);
@@ -84,7 +105,7 @@ void ThreadPool::worker_loop(int ith) {
     }
     seen = now;
     if (stop_.load(std::memory_order_acquire)) return;
-    task_(ctx_, ith, n_threads_);
+    run_task(ith);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }

@@ -12,6 +12,14 @@
 
 namespace minfer {
 
+// Receives, from each thread, the steady_clock interval it spent on a job (for trace lanes). record() is
+// called concurrently by different threads, each with its own `ith`.
+class LaneRecorder {
+ public:
+  virtual ~LaneRecorder() = default;
+  virtual void record(int ith, int64_t t_begin_ns, int64_t t_end_ns) = 0;
+};
+
 // Usage:
 //   ThreadPool pool(4);
 //   pool.run([&](int ith, int nth) { for (int64_t r = ith; r < n; r += nth) work(r); });
@@ -25,6 +33,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int n_threads() const { return n_threads_; }
+  // Times every thread's share of each job into `recorder` (nullptr: off, the default). Set between jobs.
+  void set_lane_recorder(LaneRecorder* recorder) { recorder_.store(recorder, std::memory_order_release); }
 
   // Runs fn(ith, nth) on every thread (the caller is ith 0) and returns when all are done.
   template <typename F>
@@ -38,6 +48,7 @@ class ThreadPool {
   using Task = void (*)(void* ctx, int ith, int nth);
   void run_impl(Task task, void* ctx);
   void worker_loop(int ith);
+  void run_task(int ith);
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -46,6 +57,7 @@ class ThreadPool {
   alignas(64) std::atomic<uint32_t> generation_{0};  // bumped once per job; workers wait on it
   alignas(64) std::atomic<int> pending_{0};          // workers still running the current job
   std::atomic<bool> stop_{false};
+  std::atomic<LaneRecorder*> recorder_{nullptr};
 };
 
 }  // namespace minfer

@@ -76,6 +76,11 @@ class Engine {
   Result<const sched::Plan*> plan_for(const graph::GraphParams& params);
   std::vector<std::string> backend_names() const { return scheduler_->backend_names(); }
   int64_t n_graph_builds() const { return scheduler_->n_builds(); }
+  // Observers of every executed node (dumps, traces, the visualizer; sched/observer.h). Not owned; add and
+  // remove between decode() calls, on the thread that calls decode().
+  void add_observer(sched::NodeObserver* observer) { scheduler_->add_observer(observer); }
+  void remove_observer(sched::NodeObserver* observer) { scheduler_->remove_observer(observer); }
+  ThreadPool& pool() { return *pool_; }
   // Per-op wall time (MINFER_OP_TIMING=1), on the thread that calls decode().
   const std::map<std::string, sched::Scheduler::OpTime>& op_times() const { return scheduler_->op_times(); }
 

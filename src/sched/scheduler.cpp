@@ -266,6 +266,7 @@ Status Scheduler::execute(Plan& plan, const backend::BatchView& batch, std::span
   ctx.batch = &batch;
   ctx.kv = kv;
   ctx.pool = pool_;
+  if (!observers_.empty()) return execute_observed(plan, ctx);
   for (const Split& split : plan.splits) {
     backend::Backend& b = *backends_[static_cast<size_t>(split.backend)];
     for (size_t k = split.begin; k < split.end; ++k) {
@@ -282,6 +283,58 @@ Status Scheduler::execute(Plan& plan, const backend::BatchView& batch, std::span
     b.synchronize();
   }
   return {};
+}
+
+// The same loop with a synchronize and the observers after every node, so each observer reads a node's
+// output before a later node (in place, or reusing the freed range) overwrites it. Kept apart so the
+// unobserved loop stays as it was.
+Status Scheduler::execute_observed(Plan& plan, const backend::ExecContext& ctx) {
+  const Graph& g = plan.graph;
+  auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  for (NodeObserver* o : observers_) o->begin_step(plan);
+  for (const Split& split : plan.splits) {
+    backend::Backend& b = *backends_[static_cast<size_t>(split.backend)];
+    const backend::Buffer* arena = plan.arenas[static_cast<size_t>(split.backend)].get();
+    const bool host = arena == nullptr || arena->host_visible();
+    for (size_t k = split.begin; k < split.end; ++k) {
+      NodeEvent ev;
+      ev.id = plan.order[k];
+      ev.order = k;
+      const Node& n = g.node(ev.id);
+      ev.t_begin_ns = now_ns();
+      Status st = b.execute(g, ev.id, plan.data, ctx);
+      b.synchronize();
+      ev.t_end_ns = now_ns();
+      if (!st.ok()) {
+        for (NodeObserver* o : observers_) o->end_step(plan, false);
+        return st.with_context(fmt::format("{}: ", b.name()));
+      }
+      if (op_timing_) {
+        OpTime& t = op_times_[std::string(graph::op_name(n.op))];
+        t.seconds += static_cast<double>(ev.t_end_ns - ev.t_begin_ns) * 1e-9;
+        ++t.calls;
+      }
+      const bool has_data = n.op != OpKind::kKvStore && n.op != OpKind::kWeight;
+      ev.data =
+          has_data && (host || n.op == OpKind::kInput) ? plan.data[static_cast<size_t>(ev.id)] : nullptr;
+      for (NodeObserver* o : observers_) o->on_node(plan, ev);
+    }
+  }
+  for (NodeObserver* o : observers_) o->end_step(plan, true);
+  return {};
+}
+
+void Scheduler::add_observer(NodeObserver* observer) {
+  if (std::find(observers_.begin(), observers_.end(), observer) == observers_.end())
+    observers_.push_back(observer);
+}
+
+void Scheduler::remove_observer(NodeObserver* observer) {
+  observers_.erase(std::remove(observers_.begin(), observers_.end(), observer), observers_.end());
 }
 
 const float* Scheduler::output_data(const Plan& plan, size_t i) const {

@@ -21,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "graph/params.h"
 #include "graph/passes/fuse.h"
+#include "sched/observer.h"
 
 namespace minfer::sched {
 
@@ -72,8 +73,14 @@ class Scheduler {
   int64_t n_builds() const { return n_builds_; }
   void set_max_plans(size_t n) { max_plans_ = n; }
 
+  // Observers see every executed node of every step (see sched/observer.h). Not owned; remove before
+  // destroying one. Call between steps, on the thread that executes.
+  void add_observer(NodeObserver* observer);
+  void remove_observer(NodeObserver* observer);
+
  private:
   Status assign(graph::Graph& graph) const;
+  Status execute_observed(Plan& plan, const backend::ExecContext& ctx);
   Status allocate(Plan& plan);
 
   std::vector<backend::Backend*> backends_;  // sorted by priority, highest first
@@ -84,6 +91,7 @@ class Scheduler {
   int64_t n_builds_ = 0;
   bool op_timing_ = false;
   std::map<std::string, OpTime> op_times_;
+  std::vector<NodeObserver*> observers_;
 };
 
 }  // namespace minfer::sched

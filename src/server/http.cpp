@@ -112,7 +112,6 @@ Result<size_t> parse_byte_size(const std::string& text) {
 }
 
 struct HttpServer::Impl {
-  Server* server = nullptr;
   httplib::Server http;
   int port = 0;
   // stop() may come before run() has started listening: it must neither be lost nor wait forever.
@@ -159,8 +158,14 @@ void HttpServer::stop() {
 }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::bind(Server& server, const HttpOptions& options) {
+  Server* srv = &server;
+  return bind(
+      [srv](const HttpRequest& r, const std::function<bool()>& alive) { return srv->handle(r, alive); },
+      options);
+}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::bind(Handler route, const HttpOptions& options) {
   auto impl = std::make_unique<Impl>();
-  impl->server = &server;
   httplib::Server& http = impl->http;
   const int n_threads = std::max(2, options.n_threads);
   http.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
@@ -170,8 +175,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Server& server, const HttpO
   http.set_read_timeout(30, 0);
   http.set_write_timeout(30, 0);
 
-  Server* srv = &server;
-  auto handler = [srv](const httplib::Request& req, httplib::Response& res) {
+  auto handler = [route = std::move(route)](const httplib::Request& req, httplib::Response& res) {
     HttpRequest r;
     r.method = req.method;
     r.path = req.path;
@@ -182,7 +186,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Server& server, const HttpO
       if (fd == -2) fd = find_connection_fd(req.local_port, req.remote_port);
       return fd < 0 || !peer_closed(fd);
     };
-    HttpResponse out = srv->handle(r, alive);
+    HttpResponse out = route(r, alive);
     res.status = out.status == 499 ? 400 : out.status;  // nobody reads a cancelled answer
     for (const auto& [k, v] : out.headers) res.set_header(k, v);
     if (out.stream) {

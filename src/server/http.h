@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,10 @@ class HttpServer {
  public:
   // Binds the listening socket (kIo naming host:port when it cannot). `server` must outlive this.
   static Result<std::unique_ptr<HttpServer>> bind(Server& server, const HttpOptions& options);
+  // The same transport for another set of routes (the visualizer): `handler` is called concurrently from the
+  // connection threads, with a probe that turns false once the client hung up.
+  using Handler = std::function<HttpResponse(const HttpRequest&, const std::function<bool()>& client_alive)>;
+  static Result<std::unique_ptr<HttpServer>> bind(Handler handler, const HttpOptions& options);
   ~HttpServer();
 
   int port() const;

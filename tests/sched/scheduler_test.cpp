@@ -105,3 +105,62 @@ TEST(Scheduler, AssignsByPriorityAndRefusesMissingCopies) {
 
 }  // namespace
 }  // namespace minfer::sched
+
+namespace minfer::sched {
+namespace {
+
+// Records every node it sees; copies get_rows' output, whose buffer the in-place Add then overwrites.
+class Recorder : public NodeObserver {
+ public:
+  void begin_step(const Plan&) override { ++steps; }
+  void on_node(const Plan& plan, const NodeEvent& ev) override {
+    order.push_back(ev.id);
+    EXPECT_LE(ev.t_begin_ns, ev.t_end_ns);
+    const graph::Node& n = plan.graph.node(ev.id);
+    if (n.op == OpKind::kGetRows) {
+      const auto* v = static_cast<const float*>(ev.data);
+      rows.assign(v, v + n.n_elements());
+    }
+  }
+  void end_step(const Plan&, bool ok) override { ended += ok ? 1 : 0; }
+  int steps = 0, ended = 0;
+  std::vector<NodeId> order;
+  std::vector<float> rows;
+};
+
+TEST(Scheduler, ObserversSeeEveryNodeBeforeItsBufferIsReused) {
+  Fixture f;
+  Scheduler sched({&f.cpu}, &f.pool);
+  const std::vector<int32_t> tokens = {2, 0};
+  const std::vector<int32_t> rows = {0, 1};
+  backend::BatchView batch;
+  batch.tokens = tokens;
+  batch.output_rows = rows;
+  auto plan = sched.plan({2, 2}, Fixture::build);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_TRUE(sched.execute(**plan, batch, {}).ok());
+  const std::vector<float> plain((sched.output_data(**plan, 0)), sched.output_data(**plan, 0) + 8);
+
+  Recorder rec;
+  sched.add_observer(&rec);
+  sched.add_observer(&rec);  // once only
+  ASSERT_TRUE(sched.execute(**plan, batch, {}).ok());
+  sched.remove_observer(&rec);
+  ASSERT_TRUE(sched.execute(**plan, batch, {}).ok());  // no longer observed
+  EXPECT_EQ(rec.steps, 1);
+  EXPECT_EQ(rec.ended, 1);
+  EXPECT_EQ(rec.order, (*plan)->order);
+  // get_rows' values as it computed them, not the Add written over them in place afterwards.
+  ASSERT_EQ(rec.rows.size(), 8u);
+  for (int t = 0; t < 2; ++t) {
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(rec.rows[static_cast<size_t>(t * 4 + i)],
+                f.table[static_cast<size_t>(tokens[static_cast<size_t>(t)] * 4 + i)]);
+    }
+  }
+  // Observing changes no output.
+  EXPECT_EQ(0, std::memcmp(plain.data(), sched.output_data(**plan, 0), plain.size() * 4));
+}
+
+}  // namespace
+}  // namespace minfer::sched
