@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-release}"
+source scripts/use_ccache.sh
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset"

@@ -10,6 +10,7 @@ PACKAGES=(
   clang libclang-rt-14-dev clang-format
   libssl-dev libcurl4-openssl-dev
   libedit-dev
+  ccache
 )
 # The visualizer's browser test (headless, through puppeteer-core) and the dump files' numpy check.
 PACKAGES+=(chromium python3-numpy)

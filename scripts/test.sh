@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+source scripts/use_ccache.sh
 jobs="$(nproc)"
 
 bash scripts/build.sh release

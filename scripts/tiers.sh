@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc)"
+source scripts/use_ccache.sh
 
 # tsan: "<test target>|<gtest filter>" per line. Add a line for each threaded component (the batcher and
 # server tests join here when they land).
