@@ -98,6 +98,40 @@ TEST(Speculative, GreedyOutputEqualsPlainDecodingForEveryDrafter) {
   }
 }
 
+// Wraps a drafter and checks, at the start of every round, that the target's cache holds exactly the
+// accepted history (every token but the last, which the round evaluates) and nothing else.
+class CacheCheckingDrafter : public Drafter {
+ public:
+  CacheCheckingDrafter(Engine& target, std::unique_ptr<Drafter> inner)
+      : target_(target), inner_(std::move(inner)) {}
+  Status begin(std::span<const int32_t> prompt, const sampling::SamplerConfig& sampling) override {
+    return inner_->begin(prompt, sampling);
+  }
+  Result<Draft> propose(std::span<const int32_t> history, int32_t n) override {
+    ++rounds;
+    const auto held = static_cast<int32_t>(history.size()) - 1;
+    if (target_.kv().seq_pos_max(0) + 1 != held || target_.kv().used_cells() != held) ++mismatches;
+    return inner_->propose(history, n);
+  }
+  int rounds = 0, mismatches = 0;
+
+ private:
+  Engine& target_;
+  std::unique_ptr<Drafter> inner_;
+};
+
+TEST(Speculative, TheCacheHoldsExactlyTheAcceptedTokensAfterEveryRound) {
+  const std::string target_path = model_with_seed(7), other_path = model_with_seed(99);
+  auto target = load(target_path);
+  CacheCheckingDrafter drafter(*target, model_drafter(other_path, *target));
+  SpecStats stats;
+  auto r = generate_speculative(*target, drafter, kPrompt, greedy(40), {.draft_n = 4}, &stats);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_GT(drafter.rounds, 5);
+  EXPECT_LT(stats.accepted, stats.drafted) << "some proposals must be refused for this to test rollback";
+  EXPECT_EQ(drafter.mismatches, 0) << "of " << drafter.rounds << " rounds";
+}
+
 TEST(Speculative, StopStringsAndTokenLimitsInsideARound) {
   const std::string path = model_with_seed(7);
   const GenerateResult full = plain(path, kPrompt, greedy(40));
