@@ -25,10 +25,8 @@ if [ "$fuzz_seconds" != "0" ]; then
   for f in "${fuzzers[@]}"; do bash scripts/fuzz.sh "$f" "$fuzz_seconds"; done
 fi
 
-# The official openai npm client for the server test (project-local; skipped without node/npm).
-bash scripts/install_openai_client.sh || echo "test: openai npm client not installed; its test will be skipped"
-# puppeteer-core for the visualizer's browser test, which drives the system's chromium (project-local).
-bash scripts/install_puppeteer.sh || echo "test: puppeteer-core not installed; the viz browser test will be skipped"
+# The npm packages of the openai client and viz browser tests (project-local; skipped without node/npm).
+bash scripts/install_npm_tests.sh || echo "test: npm test packages not installed; the openai client and viz browser tests will be skipped"
 
 # Sanitizer and emulation tiers (scripts/tiers.sh): asan on the unit tests, tsan on the threaded ones,
 # aarch64 NEON kernels under qemu-user. MINFER_TIERS=none skips them, e.g. MINFER_TIERS="asan tsan".

@@ -48,14 +48,6 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-namespace {
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
-
 // One thread's share of the current job, timed only while a lane recorder is set.
 void ThreadPool::run_task(int ith) {
   LaneRecorder* recorder = recorder_.load(std::memory_order_acquire);
@@ -63,9 +55,9 @@ void ThreadPool::run_task(int ith) {
     task_(ctx_, ith, n_threads_);
     return;
   }
-  const int64_t t0 = now_ns();
+  const int64_t t0 = lane_clock_ns();
   task_(ctx_, ith, n_threads_);
-  recorder->record(ith, t0, now_ns());
+  recorder->record(ith, t0, lane_clock_ns());
 }
 
 void ThreadPool::run_impl(Task task, void* ctx) {

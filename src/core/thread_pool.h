@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -17,8 +18,16 @@ namespace minfer {
 class LaneRecorder {
  public:
   virtual ~LaneRecorder() = default;
+  // Times are lane_clock_ns() readings.
   virtual void record(int ith, int64_t t_begin_ns, int64_t t_end_ns) = 0;
 };
+
+// The clock of lane records: steady, in nanoseconds.
+inline int64_t lane_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // Usage:
 //   ThreadPool pool(4);

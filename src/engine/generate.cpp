@@ -58,11 +58,8 @@ std::string StopMatcher::flush() {
   return out;
 }
 
-Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt_ids,
-                                const GenerateOptions& options,
-                                const std::function<void(std::string_view)>& on_text) {
-  GenerateResult result;
-  result.prompt_ids = prompt_ids;
+Status check_generation_start(Engine& engine, const std::vector<int32_t>& prompt_ids,
+                              const GenerateOptions& options) {
   if (prompt_ids.empty()) return invalid_argument("generate: the prompt is empty");
   const int32_t n_cached = options.n_cached;
   if (n_cached < 0 || n_cached >= static_cast<int32_t>(prompt_ids.size())) {
@@ -79,6 +76,17 @@ Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prom
     return error(StatusCode::kOutOfRange, "the prompt has {} tokens but the context holds {} (raise --n-ctx)",
                  prompt_ids.size(), n_ctx);
   }
+  return {};
+}
+
+Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt_ids,
+                                const GenerateOptions& options,
+                                const std::function<void(std::string_view)>& on_text) {
+  GenerateResult result;
+  result.prompt_ids = prompt_ids;
+  MINFER_RETURN_IF_ERROR(check_generation_start(engine, prompt_ids, options));
+  const int32_t n_cached = options.n_cached;
+  const int32_t n_ctx = engine.n_ctx();
   MINFER_ASSIGN_OR_RETURN(sampling::Sampler sampler,
                           sampling::Sampler::create(options.sampling, engine.sampling_vocab()));
   for (int32_t id : prompt_ids) sampler.accept_history(id);

@@ -53,6 +53,11 @@ struct GenerateResult {
 // (positions 0..n_cached-1; empty by default). `on_text` receives complete UTF-8 text as it becomes final
 // (stop-string prefixes are held back until resolved). On return the sequence holds the prompt and every
 // generated token except possibly the last one sampled (a token is evaluated only when another follows).
+// The checks every generation loop starts with: a non-empty prompt that fits the context, and sequence
+// options.seq holding exactly the options.n_cached first prompt tokens (at least one left to evaluate).
+Status check_generation_start(Engine& engine, const std::vector<int32_t>& prompt_ids,
+                              const GenerateOptions& options);
+
 Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt_ids,
                                 const GenerateOptions& options,
                                 const std::function<void(std::string_view)>& on_text = {});

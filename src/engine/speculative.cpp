@@ -130,25 +130,12 @@ Result<GenerateResult> generate_speculative(Engine& target, Drafter& drafter,
   result.prompt_ids = prompt_ids;
   SpecStats local;
   SpecStats& st = stats != nullptr ? *stats : local;
-  if (prompt_ids.empty()) return invalid_argument("generate: the prompt is empty");
+  MINFER_RETURN_IF_ERROR(check_generation_start(target, prompt_ids, options));
   const int32_t n_cached = options.n_cached;
-  if (n_cached < 0 || n_cached >= static_cast<int32_t>(prompt_ids.size())) {
-    return invalid_argument("generate: {} cached tokens for a prompt of {} (at least one must be evaluated)",
-                            n_cached, prompt_ids.size());
-  }
-  if (target.kv().seq_pos_max(options.seq) != n_cached - 1 ||
-      (n_cached > 0 && target.kv().seq_pos_min(options.seq) != 0)) {
-    return invalid_argument("generate: sequence {} does not hold exactly the {} cached prompt tokens",
-                            options.seq, n_cached);
-  }
   if (spec.draft_n < 1 || spec.draft_n > kMaxDraftDepth) {
     return invalid_argument("--spec-draft-n {} is outside [1, {}]", spec.draft_n, kMaxDraftDepth);
   }
   const int32_t n_ctx = target.n_ctx();
-  if (static_cast<int32_t>(prompt_ids.size()) >= n_ctx) {
-    return error(StatusCode::kOutOfRange, "the prompt has {} tokens but the context holds {} (raise --n-ctx)",
-                 prompt_ids.size(), n_ctx);
-  }
   if (options.sampling.mirostat != 0) {
     return unsupported(
         "speculative decoding cannot be combined with mirostat (its state moves with every draw)");

@@ -10,16 +10,9 @@
 #include "sched/scheduler.h"
 
 namespace minfer::inspect {
-namespace {
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
 
 TraceObserver::TraceObserver(std::string path, ThreadPool* pool)
-    : path_(std::move(path)), pool_(pool), origin_ns_(now_ns()) {
+    : path_(std::move(path)), pool_(pool), origin_ns_(lane_clock_ns()) {
   n_lanes_ = pool_ != nullptr ? pool_->n_threads() : 0;
   lanes_.resize(static_cast<size_t>(n_lanes_));
   for (auto& lane : lanes_) lane.reserve(64);
@@ -35,7 +28,7 @@ void TraceObserver::record(int ith, int64_t t_begin_ns, int64_t t_end_ns) {
 }
 
 void TraceObserver::begin_step(const sched::Plan& plan) {
-  step_t0_ = now_ns();
+  step_t0_ = lane_clock_ns();
   step_args_ = fmt::format(R"({{"step":{},"n_tokens":{},"n_outputs":{}}})", step_, plan.params.n_tokens,
                            plan.params.n_outputs);
   for (auto& lane : lanes_) lane.clear();  // pool work outside a step is not a node's
@@ -64,8 +57,8 @@ void TraceObserver::on_node(const sched::Plan& plan, const sched::NodeEvent& ev)
 
 void TraceObserver::end_step(const sched::Plan& plan, bool ok) {
   (void)plan;
-  slices_.push_back(
-      {fmt::format("step {}{}", step_, ok ? "" : " (failed)"), "step", 0, step_t0_, now_ns(), step_args_});
+  slices_.push_back({fmt::format("step {}{}", step_, ok ? "" : " (failed)"), "step", 0, step_t0_,
+                     lane_clock_ns(), step_args_});
   ++step_;
 }
 

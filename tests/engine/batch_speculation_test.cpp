@@ -30,11 +30,7 @@ std::unique_ptr<Engine> load(const std::string& path, const EngineOptions& o = o
   return std::move(*e);
 }
 
-std::vector<int32_t> prompt_of(int32_t n, int32_t salt) {
-  std::vector<int32_t> p;
-  for (int32_t i = 0; i < n; ++i) p.push_back(3 + (i * 7 + salt * 13) % 200);
-  return p;
-}
+using test::prompt_of;
 
 // A prompt whose continuation tends to repeat it, so prompt lookup has matches.
 std::vector<int32_t> repetitive(int32_t salt) {

@@ -73,11 +73,7 @@ std::unique_ptr<Engine> load(const EngineOptions& o, const std::string& preset =
   return std::move(*e);
 }
 
-std::vector<int32_t> prompt_of(int32_t n, int32_t salt) {
-  std::vector<int32_t> p;
-  for (int32_t i = 0; i < n; ++i) p.push_back(3 + (i * 7 + salt * 13) % 200);
-  return p;
-}
+using test::prompt_of;
 
 BatchRequest greedy(std::vector<int32_t> prompt, int32_t n_predict) {
   BatchRequest r;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -20,6 +21,13 @@ inline std::string write_tiny_model(const std::string& preset, DType type = DTyp
   const std::string path = temp_dir() + "/" + preset + "-" + std::string(dtype_name(type)) + ".gguf";
   EXPECT_TRUE(writer->write(path).ok());
   return path;
+}
+
+// A deterministic prompt of `n` ordinary token ids; different salts give different prompts.
+inline std::vector<int32_t> prompt_of(int32_t n, int32_t salt) {
+  std::vector<int32_t> p;
+  for (int32_t i = 0; i < n; ++i) p.push_back(3 + (i * 7 + salt * 13) % 200);
+  return p;
 }
 
 }  // namespace minfer::test

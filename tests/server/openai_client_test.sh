@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # ctest: the official openai npm client against `minfer serve` on a loopback ephemeral port with a tiny
 # generated model. Skips (exit 77) when node is absent or the client is not installed
-# (scripts/install_openai_client.sh does that; this test never downloads anything).
+# (scripts/install_npm_tests.sh does that; this test never downloads anything).
 # Usage: openai_client_test.sh MINFER_BINARY CLIENT_DIR WORK_DIR
 set -uo pipefail
 minfer="$1"; client="$2"; work="$3"
 if ! command -v node >/dev/null; then echo "SKIP: node not found"; exit 77; fi
 if [ ! -f "$client/node_modules/openai/package.json" ]; then
-  echo "SKIP: openai npm client not installed in $client (run scripts/install_openai_client.sh)"; exit 77
+  echo "SKIP: openai npm client not installed in $client (run scripts/install_npm_tests.sh)"; exit 77
 fi
 cp "$(dirname "$0")/openai_client/client_test.mjs" "$client/"
 mkdir -p "$work"

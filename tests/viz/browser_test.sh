@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest: headless Chromium (Debian's, through puppeteer-core) against `minfer viz` on a loopback ephemeral
 # port with a tiny generated model. Skips (exit 77) only when node, Chromium or puppeteer-core cannot be
-# found (scripts/setup.sh installs chromium, scripts/install_puppeteer.sh puppeteer-core; this test never
+# found (scripts/setup.sh installs chromium, scripts/install_npm_tests.sh puppeteer-core; this test never
 # downloads anything). Saves the screenshot as WORK_DIR/viz.png.
 # Usage: browser_test.sh MINFER_BINARY PUPPETEER_DIR WORK_DIR
 set -uo pipefail
@@ -13,7 +13,7 @@ for c in /usr/bin/chromium /usr/bin/chromium-browser /usr/bin/google-chrome; do
 done
 if [ -z "$chrome" ]; then echo "SKIP: Chromium not found (apt-get install chromium, or set MINFER_CHROMIUM)"; exit 77; fi
 if [ ! -f "$pptr/node_modules/puppeteer-core/package.json" ]; then
-  echo "SKIP: puppeteer-core not installed in $pptr (run scripts/install_puppeteer.sh)"; exit 77
+  echo "SKIP: puppeteer-core not installed in $pptr (run scripts/install_npm_tests.sh)"; exit 77
 fi
 cp "$(dirname "$0")/browser/viz_page_test.mjs" "$pptr/"
 mkdir -p "$work"
