@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include <fmt/format.h>
 
@@ -75,7 +76,9 @@ Result<std::unique_ptr<DumpObserver>> DumpObserver::create(const DumpOptions& op
   std::unique_ptr<DumpObserver> d(new DumpObserver(options));
   if (!options.filter.empty()) {
     try {
-      d->filter_.emplace(options.filter, std::regex::ECMAScript);
+      d->filter_ = [re = std::regex(options.filter, std::regex::ECMAScript)](const std::string& name) {
+        return std::regex_search(name, re);
+      };
     } catch (const std::regex_error& e) {
       return invalid_argument("MINFER_DUMP_FILTER: '{}' is not a valid regex: {}", options.filter, e.what());
     }
@@ -104,7 +107,7 @@ void DumpObserver::begin_step(const sched::Plan& plan) {
 void DumpObserver::on_node(const sched::Plan& plan, const sched::NodeEvent& ev) {
   if (!writing_) return;
   const graph::Node& n = plan.graph.node(ev.id);
-  if (filter_ && !std::regex_search(n.name, *filter_)) return;
+  if (filter_ && !filter_(n.name)) return;
   const std::span<const float> values = node_values(n, ev.data, &scratch_);
   if (values.empty()) return;  // no output of its own (KvStore) or not host-readable
   const std::string descr = numpy_descr(n.type);

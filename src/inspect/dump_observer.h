@@ -5,8 +5,8 @@
 // Copies nothing it does not write; the engine's numbers are unchanged (it only reads).
 #pragma once
 
+#include <functional>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 
@@ -46,8 +46,8 @@ class DumpObserver : public sched::NodeObserver {
   explicit DumpObserver(DumpOptions options);
 
   DumpOptions options_;
-  std::optional<std::regex> filter_;
-  int64_t step_ = 0;  // the step being executed
+  std::function<bool(const std::string&)> filter_;  // MINFER_DUMP_FILTER; empty: every node
+  int64_t step_ = 0;                                // the step being executed
   bool writing_ = false;
   std::string step_dir_;
   nlohmann::ordered_json step_index_;
