@@ -62,23 +62,31 @@ void BatchDrafter::admitted(std::vector<Slot>& slots, size_t primary, size_t sou
   Slot& p = slots[primary];
   const std::vector<int32_t>& prompt = p.job->req.prompt;
   // The draft samplers have taken the prompt as history (prepare()).
-  p.spec = SlotSpec{
-      .cached = std::move(p.spec.cached), .planner = DepthPlanner(spec_.draft_n), .synced = prompt.size()};
-  for (size_t i : others) {
-    slots[i].spec = SlotSpec{.planner = DepthPlanner(spec_.draft_n), .synced = prompt.size()};
-    if (draft_ != nullptr) draft_->kv().seq_rm(slots[i].seq, 0, -1);
+  const auto fresh = [&](std::vector<int32_t> cached) {
+    return SlotSpec{
+        .cached = std::move(cached), .planner = DepthPlanner(spec_.draft_n), .synced = prompt.size()};
+  };
+  if (draft_ == nullptr) {
+    p.spec = fresh({});
+    for (size_t i : others) slots[i].spec = fresh({});
+    return;
   }
-  if (draft_ == nullptr) return;
+  // The primary first: the source may be one of the other chosen slots, cleared below.
   auto& kv = draft_->kv();
   if (source != primary) {
     const size_t k = std::min(shared, common_prefix(slots[source].spec.cached, prompt));
     kv.seq_rm(p.seq, 0, -1);
     if (k > 0) kv.seq_cp(slots[source].seq, p.seq, 0, static_cast<int32_t>(k));
-    p.spec.cached.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(k));
+    p.spec = fresh(std::vector<int32_t>(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(k)));
   } else {
     const size_t k = std::min(shared, common_prefix(p.spec.cached, prompt));
     kv.seq_rm(p.seq, static_cast<int32_t>(k), -1);
     p.spec.cached.resize(k);
+    p.spec = fresh(std::move(p.spec.cached));
+  }
+  for (size_t i : others) {
+    kv.seq_rm(slots[i].seq, 0, -1);
+    slots[i].spec = fresh({});
   }
 }
 

@@ -163,6 +163,51 @@ TEST(BatchSpeculation, GreedyRequestsEqualSoloRunsForEveryDrafterAndDepth) {
   }
 }
 
+// Prefix reuse with a draft model: the draft cache must mirror the target's sharing (a wrong draft row
+// would make the model's proposals for itself differ from its own choices), so a self-draft keeps
+// accepting everything while requests reuse each other's prefixes.
+TEST(BatchSpeculation, TheDraftCacheFollowsPrefixSharing) {
+  const std::string path = test::write_tiny_model("tiny-qwen2", DType::F32, 7);
+  auto target = load(path);
+  auto draft = load(path);
+  auto b = Batcher::create(*target, {.n_slots = 3,
+                                     .queue_depth = 4,
+                                     .speculate = true,
+                                     .draft_model = draft.get(),
+                                     .spec = {.draft_n = 3}});
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  const std::vector<int32_t> base = prompt_of(60, 5);
+  auto with_tail = [&](size_t keep, int32_t salt) {
+    std::vector<int32_t> p(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(keep));
+    const std::vector<int32_t> tail = prompt_of(12, salt);
+    p.insert(p.end(), tail.begin(), tail.end());
+    return p;
+  };
+  int32_t cached = 0;
+  for (const auto& round : {std::vector<std::vector<int32_t>>{base},
+                            std::vector<std::vector<int32_t>>{with_tail(60, 1), with_tail(40, 2)},
+                            std::vector<std::vector<int32_t>>{with_tail(50, 3), base}}) {
+    std::vector<BatchRequest> reqs;
+    std::vector<std::shared_ptr<RequestHandle>> handles;
+    for (const auto& p : round) {
+      reqs.push_back(greedy(p, 16, *target));
+      auto h = (*b)->submit(reqs.back());
+      ASSERT_TRUE(h.ok()) << h.status().message();
+      handles.push_back(*h);
+    }
+    for (size_t i = 0; i < handles.size(); ++i) {
+      const Outcome o = collect(*handles[i]);
+      ASSERT_TRUE(o.error.ok()) << o.error.message();
+      EXPECT_EQ(o.tokens, solo(path, reqs[i]));
+    }
+    cached = static_cast<int32_t>((*b)->stats().cached_prompt_tokens);
+  }
+  const BatcherStats s = (*b)->stats();
+  EXPECT_GT(cached, 100) << "the rounds must reuse prefixes for this to test anything";
+  EXPECT_EQ(s.spec_accepted, s.spec_drafted) << "a self-draft refused: its cache disagreed with the target's";
+  EXPECT_GT(s.spec_drafted, 0);
+}
+
 TEST(BatchSpeculation, GrammarOutputStaysInTheLanguage) {
   const std::string path = test::write_tiny_model("tiny-qwen2", DType::F32, 7);
   auto target = load(path, options(512, 64));
