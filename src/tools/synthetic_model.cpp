@@ -139,8 +139,8 @@ Result<SyntheticShape> synthetic_preset(const std::string& name) {
     return s;
   }
   return invalid_argument(
-      "unknown model preset '{}' (known: tiny-qwen2, tiny-qwen3, qwen2.5-0.5b, qwen3-0.6b, qwen2.5-3b, qwen2.5-7b, "
-      "qwen3-8b)",
+      "unknown model preset '{}' (known: tiny-qwen2, tiny-qwen3, qwen2.5-0.5b, qwen3-0.6b, qwen2.5-3b, "
+      "qwen2.5-7b, qwen3-8b)",
       name);
 }
 
