@@ -2,9 +2,15 @@
 # Writes the benchmark models (deterministic random weights, real Qwen vocabularies from ../shared) into
 # models/bench/: Qwen2.5-0.5B- and Qwen3-0.6B-shaped, in F16, Q8_0, Q4_0 and Q4_K_M (~3.3 GB in all).
 # llama.cpp loads the same files, so `minfer bench` and the peer can be run side by side.
-# Usage: scripts/make_bench_models.sh [out_dir]   (tests never need these files)
+# Usage: scripts/make_bench_models.sh [--big] [out_dir]   (tests never need these files)
+#   --big: also a Qwen2.5-7B-shaped Q4_K_M (~4.4 GB, written directly, no f16 intermediate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+big=0
+if [ "${1:-}" = "--big" ]; then
+  big=1
+  shift
+fi
 out="${1:-models/bench}"
 vocab_dir="${MINFER_FIXTURES_DIR:-../shared/fixtures}/tokenizer"
 MINFER=build/release/src/cli/minfer
@@ -21,3 +27,9 @@ for spec in "qwen2.5-0.5b:qwen2" "qwen3-0.6b:qwen3"; do
     echo "wrote $dst"
   done
 done
+if [ "$big" = 1 ]; then
+  dst="$out/qwen2.5-7b-q4_k_m.gguf"
+  [ -f "$dst" ] || "$MINFER" make-model "$dst" --preset qwen2.5-7b --type q4_K_M --seed 1 \
+    --vocab "$vocab_dir/qwen2-vocab.gguf"
+  echo "wrote $dst"
+fi

@@ -93,7 +93,9 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
     const auto* blocks = reinterpret_cast<const BlockQ8_0*>(row);
     for (int64_t b = 0; b < nb; ++b) {
       int32_t s = 0;
-      for (int j = 0; j < 32; ++j) s += blocks[b].qs[j];
+      if (offset != 0) {  // signed layouts (AVX2 Q8_0) need no offset correction
+        for (int j = 0; j < 32; ++j) s += blocks[b].qs[j];
+      }
       xinfo[i * nb + b] = {-offset * s, fp16_to_fp32(blocks[b].d)};
     }
   };

@@ -104,7 +104,9 @@ gguf::Writer::Producer quantized_tensor(uint64_t seed, std::vector<int64_t> ne, 
 
 }  // namespace
 
-std::vector<std::string> synthetic_preset_names() { return {"tiny-qwen2", "tiny-qwen3", "qwen2.5-0.5b", "qwen3-0.6b"}; }
+std::vector<std::string> synthetic_preset_names() {
+  return {"tiny-qwen2", "tiny-qwen3", "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b"};
+}
 
 Result<SyntheticShape> synthetic_preset(const std::string& name) {
   SyntheticShape s;
@@ -123,7 +125,23 @@ Result<SyntheticShape> synthetic_preset(const std::string& name) {
     s = {"qwen3", 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, 1e-6f, true};
     return s;
   }
-  return invalid_argument("unknown model preset '{}' (known: tiny-qwen2, tiny-qwen3, qwen2.5-0.5b, qwen3-0.6b)", name);
+  // The 7B-class shapes most users run (issue 18): DRAM-bound on every CPU.
+  if (name == "qwen2.5-3b") {
+    s = {"qwen2", 2048, 36, 16, 2, 128, 11008, 32768, 1e6f, 1e-6f, true};
+    return s;
+  }
+  if (name == "qwen2.5-7b") {
+    s = {"qwen2", 3584, 28, 28, 4, 128, 18944, 32768, 1e6f, 1e-6f, false};
+    return s;
+  }
+  if (name == "qwen3-8b") {
+    s = {"qwen3", 4096, 36, 32, 8, 128, 12288, 40960, 1e6f, 1e-6f, false};
+    return s;
+  }
+  return invalid_argument(
+      "unknown model preset '{}' (known: tiny-qwen2, tiny-qwen3, qwen2.5-0.5b, qwen3-0.6b, qwen2.5-3b, "
+      "qwen2.5-7b, qwen3-8b)",
+      name);
 }
 
 Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {

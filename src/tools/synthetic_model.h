@@ -29,7 +29,7 @@ struct SyntheticShape {
   bool tied_output = true;  // no output.weight: the embedding doubles as the output projection
 };
 
-// Presets: "tiny-qwen2", "tiny-qwen3", "qwen2.5-0.5b", "qwen3-0.6b".
+// Presets: "tiny-qwen2", "tiny-qwen3", "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b".
 Result<SyntheticShape> synthetic_preset(const std::string& name);
 std::vector<std::string> synthetic_preset_names();
 

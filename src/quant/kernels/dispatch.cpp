@@ -114,6 +114,7 @@ CpuKernels build(Isa isa) {
   generic::fill(k);
 #if defined(MINFER_HAVE_X86_KERNELS)
   if (isa == Isa::kAvx2 || isa == Isa::kAvx512) avx2::fill(k);
+  if (isa == Isa::kAvx2) avx2::fill_repack(k);
   if (isa == Isa::kAvx512) avx512::fill(k);
 #endif
 #if defined(MINFER_HAVE_NEON)

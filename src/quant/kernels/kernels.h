@@ -29,7 +29,8 @@ inline constexpr int kTileCols = 4;
 
 // Load-time repacking into a row-interleaved layout: groups of kRepackRows weight rows, each block
 // stored as kRepackRows rows' unsigned quants interleaved in 4-byte groups plus their scales as f32, so
-// one vpdpbusd with a broadcast activation word advances all 8 rows (see docs/KERNELS.md).
+// one vpdpbusd (or vpmaddubsw + vpmaddwd at the avx2 level) with a broadcast activation word advances
+// all 8 rows (see docs/KERNELS.md).
 inline constexpr int kRepackRows = 8;
 
 // Per Q8_0 activation block, prepared once per matmul for the repacked kernels: the correction for the
@@ -83,7 +84,7 @@ struct TypeKernels {
   FromFloatFn from_float = nullptr;  // f32 -> vec_dot_type (runtime activation quantizer)
   VecDotFn vec_dot = nullptr;
   GemmTileFn gemm_tile = nullptr;
-  const RepackKernels* repack = nullptr;  // set where a repacked layout pays (AVX-512 level)
+  const RepackKernels* repack = nullptr;  // set where a repacked layout pays (avx2 and avx512 levels)
   AttentionFn attention = nullptr;        // KV cache element types (f32, f16)
 };
 
@@ -114,7 +115,8 @@ void fill_attention(CpuKernels& k);  // attention_generic.cpp (also SwiGLU)
 }  // namespace generic
 namespace avx2 {
 void fill(CpuKernels& k);
-}
+void fill_repack(CpuKernels& k);  // repack_avx2.cpp: the x8 layouts' GEMM without VNNI (avx2 level only)
+}  // namespace avx2
 namespace avx512 {
 void fill(CpuKernels& k);
 }

@@ -32,119 +32,11 @@ using quant::BlockQ8_0;
 using quant::BlockQ8_1;
 using quant::BlockQ8_K;
 
-constexpr int R = kRepackRows;
-
-inline float h2f(uint16_t h) {
-  return _cvtsh_ss(h);
-}
+#include "quant/kernels/x86_avx2/repack_layouts.inc"
 
 // 8 fp16 scales -> 8 floats (exact).
 inline __m256 load_h8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// Packed group block: the 8 rows' fp16 scales, then quants.
-//   Q8_0x8: 8 x 32 bytes; vector j = each row's bytes 4j..4j+3, stored + 128.
-//   Q4_0x8: 4 x 32 bytes; vector j = each row's 4 bytes whose low nibbles are elements 4j..4j+3 and high
-//           nibbles elements 16+4j..16+4j+3 (unsigned, offset 8).
-struct Q8x8 {
-  uint16_t d[R];  // fp16 scales, as in the file (exact when widened)
-  uint8_t q[8][32];
-};
-struct Q4x8 {
-  uint16_t d[R];  // fp16 scales, as in the file (exact when widened)
-  uint8_t q[4][32];
-};
-
-template <class G>
-size_t packed_bytes(int64_t n, int64_t k) {
-  return static_cast<size_t>((n + R - 1) / R) * static_cast<size_t>(k / 32) * sizeof(G);
-}
-
-void pack_q8_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
-  const int64_t nb = k / 32;
-  auto* out = static_cast<Q8x8*>(dst);
-  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      Q8x8& o = out[g * nb + b];
-      std::memset(&o, 0, sizeof(o));
-      for (int r = 0; r < R; ++r) {
-        const int64_t row = g * R + r;
-        if (row >= n) {
-          for (int j = 0; j < 8; ++j) std::memset(&o.q[j][4 * r], 128, 4);  // zero weights (offset 128)
-          continue;
-        }
-        const auto* blk =
-            reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
-        o.d[r] = blk->d;
-        for (int j = 0; j < 8; ++j) {
-          for (int t = 0; t < 4; ++t) o.q[j][4 * r + t] = static_cast<uint8_t>(blk->qs[4 * j + t] + 128);
-        }
-      }
-    }
-  }
-}
-
-// Q5_0 x8: Q4_0's nibble interleaving plus, per quant vector, a 32-bit mask of the 5th bits in the same
-// byte order (bit 4r+t = row r's element), so the kernel adds 16 with one masked byte add (AVX-512BW).
-// 24 bytes per row and block, against 22 in the file.
-struct Q5x8 {
-  uint16_t d[R];      // fp16 scales, as in the file (exact when widened)
-  uint32_t hmask[8];  // [lo0..lo3, hi0..hi3]
-  uint8_t q[4][32];
-};
-
-void pack_q5_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
-  const int64_t nb = k / 32;
-  auto* out = static_cast<Q5x8*>(dst);
-  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      Q5x8& o = out[g * nb + b];
-      std::memset(&o, 0, sizeof(o));
-      for (int r = 0; r < R; ++r) {
-        const int64_t row = g * R + r;
-        if (row >= n) {  // padding rows: value 16 (= zero weight after the offset), d = 0 anyway
-          for (int j = 0; j < 8; ++j) o.hmask[j] |= 0xFu << (4 * r);
-          continue;
-        }
-        const auto* blk =
-            reinterpret_cast<const BlockQ5_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
-        o.d[r] = blk->d;
-        uint32_t qh;
-        std::memcpy(&qh, blk->qh, 4);
-        for (int j = 0; j < 4; ++j) {
-          for (int t = 0; t < 4; ++t) {
-            o.q[j][4 * r + t] = blk->qs[4 * j + t];
-            o.hmask[j] |= ((qh >> (4 * j + t)) & 1u) << (4 * r + t);
-            o.hmask[4 + j] |= ((qh >> (16 + 4 * j + t)) & 1u) << (4 * r + t);
-          }
-        }
-      }
-    }
-  }
-}
-
-void pack_q4_0(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
-  const int64_t nb = k / 32;
-  auto* out = static_cast<Q4x8*>(dst);
-  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      Q4x8& o = out[g * nb + b];
-      std::memset(&o, 0x88, sizeof(o.q));  // padding rows: nibbles 8 = zero weights
-      for (int r = 0; r < R; ++r) o.d[r] = 0;
-      for (int r = 0; r < R; ++r) {
-        const int64_t row = g * R + r;
-        if (row >= n) continue;
-        const auto* blk =
-            reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
-        o.d[r] = blk->d;
-        // Q4_0 byte i holds element i (low nibble) and element i+16 (high nibble): the same pairing.
-        for (int j = 0; j < 4; ++j) {
-          for (int t = 0; t < 4; ++t) o.q[j][4 * r + t] = blk->qs[4 * j + t];
-        }
-      }
-    }
-  }
 }
 
 inline __m256i bcast4(const int8_t* p) {
@@ -215,64 +107,6 @@ void gemm_q4_0_cols(int64_t k, const Q4x8* grp, int nr, const uint8_t* x, size_t
   }
 }
 
-// Q4_1 / Q5_1 (x Q8_1): the same interleaving without an offset, plus the 8 rows' mins:
-// per block, (float)sum(q*x) * (d_w*d_x) + m_w*s_x, as the scalar reference.
-struct Q4x8m {
-  uint16_t d[R];  // fp16 scales, as in the file (exact when widened)
-  uint16_t m[R];
-  uint8_t q[4][32];
-};
-struct Q8x8m {
-  uint16_t d[R];  // fp16 scales, as in the file (exact when widened)
-  uint16_t m[R];
-  uint8_t q[8][32];
-};
-
-void pack_q4_1(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
-  const int64_t nb = k / 32;
-  auto* out = static_cast<Q4x8m*>(dst);
-  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      Q4x8m& o = out[g * nb + b];
-      std::memset(&o, 0, sizeof(o));
-      for (int r = 0; r < R; ++r) {
-        const int64_t row = g * R + r;
-        if (row >= n) continue;
-        const auto* blk =
-            reinterpret_cast<const BlockQ4_1*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
-        o.d[r] = blk->d;
-        o.m[r] = blk->m;
-        for (int j = 0; j < 4; ++j) std::memcpy(&o.q[j][4 * r], blk->qs + 4 * j, 4);
-      }
-    }
-  }
-}
-
-void pack_q5_1(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
-  const int64_t nb = k / 32;
-  auto* out = static_cast<Q8x8m*>(dst);
-  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      Q8x8m& o = out[g * nb + b];
-      std::memset(&o, 0, sizeof(o));
-      for (int r = 0; r < R; ++r) {
-        const int64_t row = g * R + r;
-        if (row >= n) continue;
-        const auto* blk =
-            reinterpret_cast<const BlockQ5_1*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
-        o.d[r] = blk->d;
-        o.m[r] = blk->m;
-        uint32_t qh;
-        std::memcpy(&qh, blk->qh, 4);
-        for (int e = 0; e < 32; ++e) {
-          const int nib = e < 16 ? (blk->qs[e] & 0xF) : (blk->qs[e - 16] >> 4);
-          o.q[e / 4][4 * r + e % 4] = static_cast<uint8_t>(nib | static_cast<int>(((qh >> e) & 1u) << 4));
-        }
-      }
-    }
-  }
-}
-
 // One block's 8 row sums of unsigned weights x signed activations, for either interleaving.
 inline __m256i block_dot_q8(const uint8_t (*q)[32], const int8_t* xq) {
   __m256i s = _mm256_setzero_si256();
@@ -323,56 +157,6 @@ void gemm_min_cols(int64_t k, const G* grp, int nr, const uint8_t* x, size_t xs,
   for (int c = 0; c < NC; ++c) {
     _mm256_store_ps(out, acc[c]);
     std::memcpy(y + c * ldy, out, static_cast<size_t>(nr) * sizeof(float));
-  }
-}
-
-// ------------------------------------------------------------------------------------------ K-quants
-// Activations are Q8_K (256 per block); xinfo is unused (Q8_K carries its own bsums).
-
-inline void scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
-  }
-}
-
-// Q4_K x8 super-block: chunk j (64 elements) has 8 vectors; vector t = rows' qs[32j+4t .. +3] whose low
-// nibbles are sub-block 2j and high nibbles sub-block 2j+1 (elements 4t..4t+3).
-struct Q4Kx8 {
-  float d[R];
-  float dmin[R];
-  uint8_t sc[8][R];  // [sub-block][row] 6-bit scale
-  uint8_t mn[8][R];  // [sub-block][row] 6-bit min
-  uint8_t q[4][8][32];
-};
-
-size_t packed_bytes_q4_K(int64_t n, int64_t k) {
-  return static_cast<size_t>((n + R - 1) / R) * static_cast<size_t>(k / 256) * sizeof(Q4Kx8);
-}
-
-void pack_q4_K(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
-  const int64_t nb = k / 256;
-  auto* out = static_cast<Q4Kx8*>(dst);
-  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      Q4Kx8& o = out[g * nb + b];
-      std::memset(&o, 0, sizeof(o));
-      for (int r = 0; r < R; ++r) {
-        const int64_t row = g * R + r;
-        if (row >= n) continue;  // zero scales: padding rows contribute nothing
-        const auto* blk =
-            reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
-        o.d[r] = h2f(blk->d);
-        o.dmin[r] = h2f(blk->dmin);
-        for (int j = 0; j < 8; ++j) scale_min_k4(j, blk->scales, &o.sc[j][r], &o.mn[j][r]);
-        for (int j = 0; j < 4; ++j) {
-          for (int t = 0; t < 8; ++t) std::memcpy(&o.q[j][t][4 * r], blk->qs + 32 * j + 4 * t, 4);
-        }
-      }
-    }
   }
 }
 
@@ -434,46 +218,6 @@ void gemm_q4_K_cols(int64_t k, const Q4Kx8* grp, int nr, const uint8_t* x, size_
   }
 }
 
-// Q5_K x8 super-block: 5-bit values unpacked to bytes (0..31); vector v = rows' elements 4v..4v+3.
-struct Q5Kx8 {
-  float d[R];
-  float dmin[R];
-  uint8_t sc[8][R];
-  uint8_t mn[8][R];
-  uint8_t q[64][32];
-};
-
-size_t packed_bytes_q5_K(int64_t n, int64_t k) {
-  return static_cast<size_t>((n + R - 1) / R) * static_cast<size_t>(k / 256) * sizeof(Q5Kx8);
-}
-
-void pack_q5_K(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
-  const int64_t nb = k / 256;
-  auto* out = static_cast<Q5Kx8*>(dst);
-  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      Q5Kx8& o = out[g * nb + b];
-      std::memset(&o, 0, sizeof(o));
-      for (int r = 0; r < R; ++r) {
-        const int64_t row = g * R + r;
-        if (row >= n) continue;
-        const auto* blk =
-            reinterpret_cast<const BlockQ5_K*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
-        o.d[r] = h2f(blk->d);
-        o.dmin[r] = h2f(blk->dmin);
-        for (int j = 0; j < 8; ++j) scale_min_k4(j, blk->scales, &o.sc[j][r], &o.mn[j][r]);
-        for (int e = 0; e < 256; ++e) {
-          const int j = e / 32,
-                    l = e % 32;  // sub-block j: nibble of qs[32*(j/2) + l], 5th bit = bit j of qh[l]
-          const uint8_t qb = blk->qs[32 * (j / 2) + l];
-          const int nib = (j & 1) ? (qb >> 4) : (qb & 0xF);
-          o.q[e / 4][4 * r + e % 4] = static_cast<uint8_t>(nib | (((blk->qh[l] >> j) & 1) << 4));
-        }
-      }
-    }
-  }
-}
-
 template <int NC>
 void gemm_q5_K_cols(int64_t k, const Q5Kx8* grp, int nr, const uint8_t* x, size_t xs, const ActBlockInfo*,
                     size_t, float* y, size_t ldy) {
@@ -515,49 +259,6 @@ void gemm_q5_K_cols(int64_t k, const Q5Kx8* grp, int nr, const uint8_t* x, size_
   for (int c = 0; c < NC; ++c) {
     _mm256_store_ps(out, acc[c]);
     std::memcpy(y + c * ldy, out, static_cast<size_t>(nr) * sizeof(float));
-  }
-}
-
-// Q6_K x8 super-block: quants unpacked to bytes 0..63 (q + 32); vector v = rows' elements 4v..4v+3.
-struct Q6Kx8 {
-  float d[R];
-  int8_t sc[16][R];  // [group of 16][row]
-  uint8_t q[64][32];
-};
-
-size_t packed_bytes_q6_K(int64_t n, int64_t k) {
-  return static_cast<size_t>((n + R - 1) / R) * static_cast<size_t>(k / 256) * sizeof(Q6Kx8);
-}
-
-void pack_q6_K(const void* src, size_t src_row_bytes, int64_t n, int64_t k, void* dst) {
-  const int64_t nb = k / 256;
-  auto* out = static_cast<Q6Kx8*>(dst);
-  for (int64_t g = 0; g < (n + R - 1) / R; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      Q6Kx8& o = out[g * nb + b];
-      std::memset(&o, 0, sizeof(o));
-      for (int r = 0; r < R; ++r) {
-        const int64_t row = g * R + r;
-        if (row >= n) continue;
-        const auto* blk =
-            reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(src) + row * src_row_bytes) + b;
-        o.d[r] = h2f(blk->d);
-        for (int i = 0; i < 16; ++i) o.sc[i][r] = blk->scales[i];
-        for (int half = 0; half < 2; ++half) {
-          const uint8_t* ql = blk->ql + 64 * half;
-          const uint8_t* qh = blk->qh + 32 * half;
-          for (int l = 0; l < 32; ++l) {
-            const int v[4] = {
-                (ql[l] & 0xF) | ((qh[l] & 3) << 4), (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4),
-                (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4), (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)};
-            for (int quarter = 0; quarter < 4; ++quarter) {
-              const int e = 128 * half + 32 * quarter + l;
-              o.q[e / 4][4 * r + e % 4] = static_cast<uint8_t>(v[quarter]);
-            }
-          }
-        }
-      }
-    }
   }
 }
 
@@ -859,7 +560,7 @@ MINFER_COLS_KERNEL(KQ5_K, gemm_q5_K_cols<NC>)
 MINFER_COLS_KERNEL(KQ6_K, gemm_q6_K_cols<NC>)
 #undef MINFER_COLS_KERNEL
 
-const RepackKernels kQ8_0x8{packed_bytes<Q8x8>, pack_q8_0, gemm<Q8x8, KQ8_0>, 128, gemm<Q8x8, KQ8_0x16>};
+const RepackKernels kQ8_0x8{packed_bytes<Q8x8>, pack_q8_0<128>, gemm<Q8x8, KQ8_0>, 128, gemm<Q8x8, KQ8_0x16>};
 const RepackKernels kQ5_0x8{packed_bytes<Q5x8>, pack_q5_0, gemm<Q5x8, KQ5_0>, 16, gemm<Q5x8, KQ5_0x16>};
 const RepackKernels kQ4_0x8{packed_bytes<Q4x8>, pack_q4_0, gemm<Q4x8, KQ4_0>, 8, gemm<Q4x8, KQ4_0x16>};
 
