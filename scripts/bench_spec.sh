@@ -3,12 +3,12 @@
 # the F16 target with its own Q4_0 and Q8_0 quantizations as drafts at depths 1-8 and adaptive, prompt
 # lookup, and specverify's amortization table. Each `bench --spec-*` row times greedy generation with and
 # without speculation in the same run (same output, checked), so the speedup is a same-run ratio.
-# Usage: scripts/bench_spec.sh [-n TOKENS] [-r REPS] [-t THREADS]
+# Usage: scripts/bench_spec.sh [-n TOKENS] [-r REPS] [-t THREADS] [-d "1 2 4 8"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-n=64 reps=2 threads=2
-while getopts "n:r:t:" o; do
-  case "$o" in n) n="$OPTARG" ;; r) reps="$OPTARG" ;; t) threads="$OPTARG" ;; *) exit 2 ;; esac
+n=64 reps=2 threads=2 depths="1 2 3 4 5 6 7 8"
+while getopts "n:r:t:d:" o; do
+  case "$o" in n) n="$OPTARG" ;; r) reps="$OPTARG" ;; t) threads="$OPTARG" ;; d) depths="$OPTARG" ;; *) exit 2 ;; esac
 done
 MINFER=build/release/src/cli/minfer
 dir=models/bench
@@ -19,7 +19,7 @@ done
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $threads threads, tg$n greedy, $reps reps"
 run() { "$MINFER" bench "$target" -p 0 -n "$n" -r "$reps" -t "$threads" "$@" | grep 'spec'; }
 for draft in q4_0 q8_0; do
-  for d in 1 2 3 4 5 6 7 8; do run --spec-draft "$dir/qwen2.5-0.5b-$draft.gguf" --spec-draft-n "$d"; done
+  for d in $depths; do run --spec-draft "$dir/qwen2.5-0.5b-$draft.gguf" --spec-draft-n "$d"; done
   run --spec-draft "$dir/qwen2.5-0.5b-$draft.gguf" --spec-draft-n 8 --spec-draft-adaptive
 done
 for d in 2 4 8; do run --spec-lookup "$d"; done

@@ -222,6 +222,35 @@ TEST(Speculative, GrammarOutputStaysInTheLanguageAndProposalsAreAccepted) {
   }
 }
 
+// The adaptive depth: deep when proposals are cheap and accepted, none (a plain step, with a one-token probe
+// every kProbeEvery rounds) when they are refused, and back up when they are accepted again.
+TEST(Speculative, DepthPlannerFollowsAcceptanceAndCosts) {
+  DepthPlanner p(8);
+  EXPECT_EQ(p.choose(), 8) << "untried: the cap first";
+  // Verify batches cost 10 ms + 2 ms per token; a draft token 1 ms.
+  auto verify_ms = [](int32_t n) { return 10.0 + 2.0 * n; };
+  for (int i = 0; i < 50; ++i) p.record(8, 8, 8.0, verify_ms(9));
+  EXPECT_EQ(p.choose(), 8) << "everything accepted and cheap: the deepest";
+  DepthPlanner q(8);
+  for (int i = 0; i < 60; ++i) {
+    const int32_t d = q.choose();
+    q.record(d, 0, d * 1.0, verify_ms(d + 1));
+  }
+  int probes = 0, zeros = 0;
+  for (int i = 0; i < 64; ++i) {
+    const int32_t d = q.choose();
+    EXPECT_LE(d, 1);
+    (d == 0 ? zeros : probes) += 1;
+    q.record(d, 0, d * 1.0, verify_ms(d + 1));
+  }
+  EXPECT_EQ(probes, 64 / DepthPlanner::kProbeEvery) << "refused proposals: plain steps, with probes";
+  for (int i = 0; i < 200; ++i) {
+    const int32_t d = q.choose();
+    q.record(d, d, d * 1.0, verify_ms(d + 1));
+  }
+  EXPECT_GE(q.choose(), 4) << "accepted again: deeper";
+}
+
 TEST(Speculative, LookupProposesWhatFollowedTheLatestMatch) {
   LookupDrafter d(3, 1);
   const std::vector<int32_t> h = {1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 1, 2, 3};
