@@ -8,6 +8,8 @@
 #   NAME: gguf chat gbnf json_schema tokenizer chat_messages server_request safetensors
 #   --grow   merge the inputs that found new coverage into fuzz/corpus/NAME (libFuzzer -merge=1 keeps the
 #            corpus small); without it the run works in a temporary folder and the tree stays clean.
+# Without --grow the run is reproducible: libFuzzer's seed is FUZZ_SEED (default 1), so a CI run explores
+# what the same command explored here, and a finding replays. --grow draws a fresh seed (exploration).
 # Expects build/fuzz built (cmake --preset fuzz && cmake --build --preset fuzz --target fuzz_NAME).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,7 +59,9 @@ log="$work/fuzz.log"
 mkdir -p "$work/found"
 dict=()
 if [ -f "fuzz/$name.dict" ]; then dict=(-dict="fuzz/$name.dict"); fi
-if ! "$bin" "${dict[@]}" -max_total_time="$seconds" -max_len="$max_len" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
+seed=()
+if [ "$grow" = "0" ]; then seed=(-seed="${FUZZ_SEED:-1}"); fi
+if ! "$bin" "${dict[@]}" "${seed[@]}" -max_total_time="$seconds" -max_len="$max_len" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="build/fuzz/artifacts/$name-" \
     "$work/found" "$corpus" "$seeds" >"$log" 2>&1; then
   tail -60 "$log"
