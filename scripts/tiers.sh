@@ -10,11 +10,13 @@ cd "$(dirname "$0")/.."
 jobs="$(nproc)"
 source scripts/use_ccache.sh
 
-# tsan: "<test target>|<gtest filter>" per line. Add a line for each threaded component (the batcher and
-# server tests join here when they land).
+# tsan: "<test target>|<gtest filter>" per line, one for each threaded component: the pool and matmul, the
+# engine (batcher, speculation, sessions), the dump/trace observers (pool lanes) and the viz server.
 TSAN_TESTS=(
   "test_quant|ThreadPool*:Matmul*:*MatmulTest*"
   "test_engine|*"
+  "test_inspect|*"
+  "test_viz|*"
 )
 
 # neon: logits parity cases run under qemu (ctest -R), one per weight type with a NEON dot, exact KV
