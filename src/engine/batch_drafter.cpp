@@ -11,13 +11,6 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;
-  while (i < n && a[i] == b[i]) ++i;
-  return i;
-}
-
 // The slot's sequence as the drafter sees it: its evaluated tokens plus the sampled next one.
 std::vector<int32_t> history_of(const Slot& s) {
   std::vector<int32_t> h = s.tokens;

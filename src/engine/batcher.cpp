@@ -25,13 +25,6 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;
-  while (i < n && a[i] == b[i]) ++i;
-  return i;
-}
-
 // Log-probability of `token` and the `n_top` most likely tokens under softmax(logits).
 void fill_logprobs(std::span<const float> logits, int32_t token, int32_t n_top, BatchEvent* ev) {
   const float max = *std::max_element(logits.begin(), logits.end());

@@ -58,6 +58,13 @@ std::string StopMatcher::flush() {
   return out;
 }
 
+size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
 Status check_generation_start(Engine& engine, const std::vector<int32_t>& prompt_ids,
                               const GenerateOptions& options) {
   if (prompt_ids.empty()) return invalid_argument("generate: the prompt is empty");

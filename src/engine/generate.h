@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +54,9 @@ struct GenerateResult {
 // (positions 0..n_cached-1; empty by default). `on_text` receives complete UTF-8 text as it becomes final
 // (stop-string prefixes are held back until resolved). On return the sequence holds the prompt and every
 // generated token except possibly the last one sampled (a token is evaluated only when another follows).
+// The length of the longest common prefix of two token lists (what a cache holding `a` can keep of `b`).
+size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b);
+
 // The checks every generation loop starts with: a non-empty prompt that fits the context, and sequence
 // options.seq holding exactly the options.n_cached first prompt tokens (at least one left to evaluate).
 Status check_generation_start(Engine& engine, const std::vector<int32_t>& prompt_ids,

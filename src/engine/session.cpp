@@ -8,13 +8,6 @@
 
 namespace minfer::engine {
 
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;
-  while (i < n && a[i] == b[i]) ++i;
-  return i;
-}
-
 ChatSession::ChatSession(Engine& engine, chat::ChatTemplate tmpl, ChatSessionOptions options)
     : engine_(engine), template_(std::move(tmpl)), options_(std::move(options)) {
   clear();

@@ -117,7 +117,4 @@ class ChatSession {
   SpecOptions spec_;
 };
 
-// The longest common prefix of two token lists.
-size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
-
 }  // namespace minfer::engine

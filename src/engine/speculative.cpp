@@ -91,9 +91,7 @@ Result<Draft> ModelDrafter::propose(std::span<const int32_t> history, int32_t n)
   sampler_->mark();
   // Keep the cache in step: drop what the target rejected, evaluate what it has not seen (always at least
   // the last token, whose logits start the draft).
-  size_t keep = 0;
-  while (keep < cached_.size() && keep < history.size() && cached_[keep] == history[keep]) ++keep;
-  keep = std::min(keep, history.size() - 1);
+  const size_t keep = std::min(common_prefix(cached_, history), history.size() - 1);
   engine_->kv().seq_rm(0, static_cast<int32_t>(keep), -1);
   cached_.resize(keep);
   const int32_t room = engine_->n_ctx() - static_cast<int32_t>(history.size());
