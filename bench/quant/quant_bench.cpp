@@ -1,7 +1,7 @@
-// Kernel micro-benchmarks: GEMV (decode, GB/s of weights streamed) and GEMM (prefill, GFLOP/s) per
-// weight type at 1 and 2 threads, activation quantization, plus a memory-bandwidth probe and an int8
-// peak probe so each figure can be read as a fraction of the machine's limit. MINFER_CPU_ISA selects
-// the kernel level. Shapes are Qwen2.5-0.5B's FFN (n_embd 896, n_ff 4864) rounded to K-quant blocks.
+// Kernel micro-benchmarks: GEMV (decode of 1, 2, 4, 8 streams, GB/s of weights streamed) and GEMM (prefill,
+// GFLOP/s) per weight type at 1 and 2 threads, activation quantization, plus a memory-bandwidth probe and an
+// int8 peak probe so each figure can be read as a fraction of the machine's limit. MINFER_CPU_ISA selects the
+// kernel level. Shapes are Qwen2.5-0.5B's FFN (n_embd 896, n_ff 4864) rounded to K-quant blocks.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/fp16.h"
 #include "core/rng.h"
 #include "core/thread_pool.h"
 #include "quant/kernels/kernels.h"
@@ -74,11 +75,12 @@ ThreadPool& pool(int n) {
 void BM_Gemv(benchmark::State& state, DType t) {
   const Fixture& f = fixture(t);
   ThreadPool& p = pool(static_cast<int>(state.range(0)));
+  const int64_t m = state.range(1);  // tokens: 1 for one stream's decode, a few for batched decode / verify
   quant::MatmulScratch scratch;
-  std::vector<float> y(kN);
+  std::vector<float> y(static_cast<size_t>(m * kN));
   size_t i = 0;
   for (auto _ : state) {
-    quant::matmul(f.copy_weights[i], f.x.data(), 1, y.data(), p, scratch);
+    quant::matmul(f.copy_weights[i], f.x.data(), m, y.data(), p, scratch);
     i = (i + 1) % f.copy_weights.size();
     benchmark::DoNotOptimize(y.data());
   }
@@ -131,6 +133,46 @@ void BM_PrefillLayer(benchmark::State& state, DType t) {
   }
   state.counters["GOPS"] = benchmark::Counter(flops * state.iterations(), benchmark::Counter::kIsRate,
                                               benchmark::Counter::kIs1000);
+}
+
+// One prefill attention task as the CPU backend hands it out: 24 tokens x a GQA group of 2 (48 query rows)
+// over a 512-cell window, head_dim 128 (Qwen3-0.6B), f16 cache; cells/s of scores (rows x window).
+void BM_AttentionPrefill(benchmark::State& state) {
+  constexpr int32_t kD = 128, kRows = 48, kCells = 512;
+  const minfer::kernels::AttentionFn fn = minfer::kernels::cpu_kernels().of(DType::F16).attention;
+  const std::vector<float> kv = random_floats(2 * kCells * kD, 21);
+  std::vector<uint16_t> k(kCells * kD), v(kCells * kD);
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = minfer::fp32_to_fp16(kv[i]);
+    v[i] = minfer::fp32_to_fp16(kv[k.size() + i]);
+  }
+  const std::vector<float> q = random_floats(kRows * kD, 22);
+  std::vector<float> out(kRows * kD);
+  std::vector<const float*> qrows;
+  std::vector<float*> orows;
+  std::vector<int32_t> lens, cells(kCells);
+  for (int32_t r = 0; r < kRows; ++r) {
+    qrows.push_back(q.data() + r * kD);
+    orows.push_back(out.data() + r * kD);
+    lens.push_back(kCells - kRows / 2 + r / 2);  // causal: the block's tokens end the window
+  }
+  for (int32_t c = 0; c < kCells; ++c) cells[static_cast<size_t>(c)] = c;
+  minfer::kernels::AttnRows a;
+  a.head_dim = kD;
+  a.n_rows = kRows;
+  a.q = qrows.data();
+  a.out = orows.data();
+  a.lens = lens.data();
+  a.cells = cells.data();
+  a.k = reinterpret_cast<const uint8_t*>(k.data());
+  a.v = reinterpret_cast<const uint8_t*>(v.data());
+  a.row_bytes = kD * sizeof(uint16_t);
+  a.scale = 0.088f;
+  for (auto _ : state) {
+    fn(a);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kRows * kCells);
 }
 
 void BM_QuantizeActivations(benchmark::State& state, DType t) {
@@ -200,7 +242,9 @@ void register_all() {
                          DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
   for (DType t : types) {
     const std::string name(minfer::dtype_name(t));
-    benchmark::RegisterBenchmark(("gemv/" + name).c_str(), BM_Gemv, t)->Arg(1)->Arg(2)->UseRealTime();
+    benchmark::RegisterBenchmark(("gemv/" + name).c_str(), BM_Gemv, t)
+        ->ArgsProduct({{1, 2}, {1, 2, 4, 8}})
+        ->UseRealTime();
     benchmark::RegisterBenchmark(("gemm/" + name).c_str(), BM_Gemm, t)
         ->Args({1, 128})
         ->Args({2, 128})
@@ -215,6 +259,7 @@ void register_all() {
           ->Unit(benchmark::kMillisecond);
     }
   }
+  benchmark::RegisterBenchmark("attention/prefill_f16_d128", BM_AttentionPrefill);
   benchmark::RegisterBenchmark("probe/memory_bandwidth", BM_MemoryBandwidth)->Arg(1)->Arg(2)->UseRealTime();
   benchmark::RegisterBenchmark("probe/int8_peak_avx2", BM_Int8Peak)->Arg(0);
   benchmark::RegisterBenchmark("probe/int8_peak_avx512_vnni", BM_Int8Peak)->Arg(1);

@@ -1,9 +1,10 @@
 // Writes a batch's K and V rows into their KV cells, converting f32 to the cache's element type
-// (f32 copy, f16 round-to-nearest-even, q8_0 with ggml's reference quantizer).
+// (f32 copy, f16 round-to-nearest-even through the kernel table's converter, q8_0 with ggml's reference
+// quantizer).
 #include <cstring>
 
 #include "backend/cpu/ops/ops.h"
-#include "core/fp16.h"
+#include "quant/kernels/kernels.h"
 #include "quant/quant.h"
 
 namespace minfer::backend::cpu {
@@ -12,13 +13,16 @@ namespace {
 void store_row(const KvLayerView& kv, const float* src, void* base, int32_t cell) {
   auto* dst = static_cast<uint8_t*>(base) + static_cast<size_t>(cell) * kv.row_bytes;
   switch (kv.type) {
-    case DType::F32: std::memcpy(dst, src, kv.row_elems * sizeof(float)); break;
-    case DType::F16: {
-      auto* h = reinterpret_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < kv.row_elems; ++i) h[i] = fp32_to_fp16(src[i]);
+    case DType::F32:
+      std::memcpy(dst, src, kv.row_elems * sizeof(float));
       break;
-    }
-    default: quant::quantize_row(kv.type, src, dst, kv.row_elems); break;
+    // F16C's (or NEON's) round-to-nearest-even conversion: the scalar one's results, 8-16 at a time.
+    case DType::F16:
+      kernels::cpu_kernels().of(DType::F16).from_float(src, dst, kv.row_elems);
+      break;
+    default:
+      quant::quantize_row(kv.type, src, dst, kv.row_elems);
+      break;
   }
 }
 
