@@ -2,7 +2,8 @@
 # Server benchmark: starts `minfer serve` on the 0.5B Q8_0 bench model (scripts/make_bench_models.sh) and
 # drives it with scripts/bench_server.py (1, 4, 8 streaming clients; ITL while a 2,000-token prompt is
 # admitted; TTFT with a shared 1,000-token prefix). Not a test: numbers go to docs/PERFORMANCE.md.
-# Usage: scripts/bench_server.sh [MODEL.gguf] [extra serve flags...]   (env PORT, THREADS)
+# Usage: scripts/bench_server.sh [MODEL.gguf] [extra serve flags...]   (env PORT, THREADS, and BENCH_ARGS for
+#   scripts/bench_server.py, e.g. BENCH_ARGS="--scenario admission")
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MINFER=build/release/src/cli/minfer
@@ -20,4 +21,4 @@ for _ in $(seq 1 600); do
   sleep 0.2
 done
 lscpu | grep 'Model name' | sed 's/  */ /g'
-python3 scripts/bench_server.py --url "http://127.0.0.1:$port"
+python3 scripts/bench_server.py --url "http://127.0.0.1:$port" ${BENCH_ARGS:-}
