@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "core/check.h"
 #include "core/fp16.h"
@@ -23,6 +24,8 @@ constexpr int64_t kRowBlock = 16;
 constexpr int64_t kUnitGroups = 4;
 // Tokens from which the repacked GEMM uses pair kernels and dynamic work units.
 constexpr int64_t kPairMinTokens = 4;
+// Below that, pieces per thread's share of row groups (what an idle thread can take from a slow one).
+constexpr int64_t kPiecesPerShare = 16;
 
 size_t act_row_bytes(DType vdt, int64_t k) {
   return *row_bytes(vdt, k);
@@ -132,10 +135,24 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
     return;
   }
   if (m < kPairMinTokens) {
-    // Streaming a few tokens: contiguous row ranges per thread keep each thread's reads sequential (a
-    // shared counter interleaving the threads' units cost a third of the bandwidth).
+    // Streaming a few tokens: each thread reads its own contiguous share front to back (a shared counter
+    // interleaving the threads' units cost a third of the bandwidth), in pieces taken from a counter per
+    // share. A thread done early takes the remaining pieces of the other shares, so a thread that is
+    // descheduled or slower (another VM on its core) does not hold up the step.
+    const int64_t share = (n_groups + nth - 1) / nth;
+    const int64_t piece = std::max<int64_t>(1, share / kPiecesPerShare);
+    std::unique_ptr<std::atomic<int64_t>[]> next(new std::atomic<int64_t>[static_cast<size_t>(nth)]);
+    for (int i = 0; i < nth; ++i) next[static_cast<size_t>(i)].store(0, std::memory_order_relaxed);
     pool.run([&](int ith, int nt) {
-      run_groups(n_groups * ith / nt, n_groups * (ith + 1) / nt, 0, static_cast<int>(m));
+      for (int v = 0; v < nt; ++v) {
+        const int s = (ith + v) % nt;  // its own share first
+        const int64_t g0 = s * share, g1 = std::min(n_groups, g0 + share);
+        std::atomic<int64_t>& counter = next[static_cast<size_t>(s)];
+        for (int64_t g = g0 + counter.fetch_add(piece, std::memory_order_relaxed); g < g1;
+             g = g0 + counter.fetch_add(piece, std::memory_order_relaxed)) {
+          run_groups(g, std::min(g1, g + piece), 0, static_cast<int>(m));
+        }
+      }
     });
     return;
   }
