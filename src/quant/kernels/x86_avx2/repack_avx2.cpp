@@ -134,11 +134,15 @@ void gemm_cols(int64_t k, const typename T::G* grp, int nr, const uint8_t* x, si
       const __m256i sc = T::scale(g, sb);
       for (int t0 = 0; t0 < kVecs; t0 += T::kSpan) {
         __m256i p[NC];
-        for (int t = t0; t < t0 + T::kSpan; ++t) {
+        const __m256i w0 = T::vec(g, sb, t0);
+        for (int c = 0; c < NC; ++c) {
+          p[c] = T::mul(w0, xb[c]->qs + T::off(sb, t0));
+          pin(p[c]);
+        }
+        for (int t = t0 + 1; t < t0 + T::kSpan; ++t) {
           const __m256i w = T::vec(g, sb, t);
           for (int c = 0; c < NC; ++c) {
-            const __m256i m = T::mul(w, xb[c]->qs + T::off(sb, t));
-            p[c] = t == t0 ? m : _mm256_add_epi16(p[c], m);
+            p[c] = _mm256_add_epi16(p[c], T::mul(w, xb[c]->qs + T::off(sb, t)));
             pin(p[c]);
           }
         }
