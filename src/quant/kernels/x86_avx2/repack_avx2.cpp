@@ -198,15 +198,34 @@ struct MinUpdate {
   }
 };
 
-// Q4_0 (act_offset 8): nibbles 0..15 (q + 8); vector 2i is packed vector i's low nibbles, 2i + 1 its high
-// ones. 8 products of |q * x| <= 15 * 128 per i16 lane over the 8 vectors: |sum| <= 30720 < 32767 for
-// any s8 activation.
+// 4-bit blocks (Q4_0, Q4_1): vector 2i is packed vector i's low nibbles (elements 4i..4i+3), 2i + 1 its high
+// ones (16 + 4i..), summed over all 8 vectors in i16: 8 products of |q * x| <= 15 * 128 per lane,
+// |sum| <= 30720 < 32767 for any s8 activation.
 constexpr int kNibbleOffset[8] = {0, 16, 4, 20, 8, 24, 12, 28};
-struct TQ4_0 : Block32, UnsignedMul, Q8Update {
-  using G = Q4x8;
+struct Nibbles32 : Block32, UnsignedMul {
   static constexpr int kSpan = 8;
   static int off(int, int j) { return kNibbleOffset[j]; }
-  static __m256i vec(const G& g, int, int j) { return nibbles(g.q[j / 2], j); }
+  template <class G>
+  static __m256i vec(const G& g, int, int j) {
+    return nibbles(g.q[j / 2], j);
+  }
+};
+// Byte blocks (Q8_0, Q5_1): vector j = each row's bytes 4j..4j+3.
+struct Bytes32 : Block32 {
+  static int off(int, int j) { return 4 * j; }
+  template <class G>
+  static __m256i vec(const G& g, int, int j) {
+    return load256(g.q[j]);
+  }
+};
+
+// Q4_0 (act_offset 8): nibbles 0..15 (q + 8).
+struct TQ4_0 : Nibbles32, Q8Update {
+  using G = Q4x8;
+};
+// Q4_1: nibbles 0..15 without offset, plus the mins.
+struct TQ4_1 : Nibbles32, MinUpdate {
+  using G = Q4x8m;
 };
 // Q5_0 (act_offset 16): Q4_0's nibbles plus 16 where the row's 5th bit is set (0..31, q + 16); two i16
 // sums of 4 vectors: 8 products of |q * x| <= 31 * 128 per lane, |sum| <= 31744.
@@ -218,33 +237,22 @@ struct TQ5_0 : Block32, UnsignedMul, Q8Update {
     return _mm256_or_si256(nibbles(g.q[j / 2], j), high_bits_0x10(g.hmask[j / 2 + 4 * (j % 2)]));
   }
 };
+// Q5_1: bytes 0..31: two sums of 4 vectors (<= 31744), as Q5_0.
+struct TQ5_1 : Bytes32, UnsignedMul, MinUpdate {
+  using G = Q8x8m;
+  static constexpr int kSpan = 4;
+};
 // Q8_0, stored signed (act_offset 0). maddubs needs an unsigned operand, so it takes |q| and the
 // activation with q's sign moved onto it (psignb: x negated where q < 0, zeroed where q == 0):
 // |q| * sign(q) x = q x. No saturation: |q| <= 128 and |x| <= 127 (the Q8_0 activation quantizer's range,
 // which also keeps psignb away from -128), so a pair sums to at most 2 * 128 * 127 = 32512 < 32767. Two
 // pairs could exceed it, so every maddubs is widened on its own (span 1).
-struct TQ8_0 : Block32, Q8Update {
+struct TQ8_0 : Bytes32, Q8Update {
   using G = Q8x8;
   static constexpr int kSpan = 1;
-  static int off(int, int j) { return 4 * j; }
-  static __m256i vec(const G& g, int, int j) { return load256(g.q[j]); }
   static __m256i mul(__m256i w, const int8_t* x) {
     return _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(bcast4(x), w));
   }
-};
-// Q4_1: nibbles as Q4_0 (|sum| <= 16 * 15 * 128 = 30720).
-struct TQ4_1 : Block32, UnsignedMul, MinUpdate {
-  using G = Q4x8m;
-  static constexpr int kSpan = 8;
-  static int off(int, int j) { return kNibbleOffset[j]; }
-  static __m256i vec(const G& g, int, int j) { return nibbles(g.q[j / 2], j); }
-};
-// Q5_1: bytes 0..31, vector j = elements 4j..4j+3: two sums of 4 vectors (<= 31744), as Q5_0.
-struct TQ5_1 : Block32, UnsignedMul, MinUpdate {
-  using G = Q8x8m;
-  static constexpr int kSpan = 4;
-  static int off(int, int j) { return 4 * j; }
-  static __m256i vec(const G& g, int, int j) { return load256(g.q[j]); }
 };
 
 // ------------------------------------------------------------------------------------------ K-quants
