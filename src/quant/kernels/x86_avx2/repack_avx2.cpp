@@ -44,10 +44,6 @@ inline __m256i bcast4(const int8_t* p) {
 inline __m256i mul_pairs(__m256i w, const int8_t* x) {
   return _mm256_maddubs_epi16(w, bcast4(x));
 }
-// i16 lane pairs -> one i32 per row.
-inline __m256i sum_pairs(__m256i p) {
-  return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-}
 // 8 per-row u8 (or s8) scales -> the scale in both i16 halves of each row's 32-bit lane, for
 // madd(i16 pair sums, scale) = scale * (sum of the pair).
 inline __m256i scale_pairs_u8(const uint8_t* p) {
