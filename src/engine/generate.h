@@ -50,10 +50,6 @@ struct GenerateResult {
   std::vector<float> first_logits;  // [n_vocab], only with GenerateOptions::keep_first_logits
 };
 
-// Generates after `prompt_ids` into sequence options.seq, which must hold exactly the cached prefix
-// (positions 0..n_cached-1; empty by default). `on_text` receives complete UTF-8 text as it becomes final
-// (stop-string prefixes are held back until resolved). On return the sequence holds the prompt and every
-// generated token except possibly the last one sampled (a token is evaluated only when another follows).
 // The length of the longest common prefix of two token lists (what a cache holding `a` can keep of `b`).
 size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b);
 
@@ -62,6 +58,10 @@ size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b);
 Status check_generation_start(Engine& engine, const std::vector<int32_t>& prompt_ids,
                               const GenerateOptions& options);
 
+// Generates after `prompt_ids` into sequence options.seq, which must hold exactly the cached prefix
+// (positions 0..n_cached-1; empty by default). `on_text` receives complete UTF-8 text as it becomes final
+// (stop-string prefixes are held back until resolved). On return the sequence holds the prompt and every
+// generated token except possibly the last one sampled (a token is evaluated only when another follows).
 Result<GenerateResult> generate(Engine& engine, const std::vector<int32_t>& prompt_ids,
                                 const GenerateOptions& options,
                                 const std::function<void(std::string_view)>& on_text = {});

@@ -254,13 +254,15 @@ struct TQ8_0 : Bytes32, Q8Update {
 // ------------------------------------------------------------------------------------------ K-quants
 // Q8_K activations (256 per block, with 16-element bsums); xinfo is unused.
 
-// Q4_K / Q5_K mins: summ[r] = sum_j mn[j][r] * (bsums[2j] + bsums[2j+1]), as madd over sub-block pairs.
+// Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales (vector t of sub-block sb meets activation bytes
+// 32 sb + 4 t ..). Mins: summ[r] = sum_j mn[j][r] * (bsums[2j] + bsums[2j+1]), as madd over sub-block pairs.
 // |bsums[2j] + bsums[2j+1]| <= 32 * 128 fits i16; the products are exact in i32. Then the reference's
 // super-block update: acc += (d_w d_x) * sumi - (dmin_w d_x) * summ.
-struct KMinUpdate {
+struct KScalesMins {
   using XBlock = BlockQ8_K;
   static constexpr int kBlock = 256;
   static constexpr int kSubs = 8;
+  static int off(int sb, int t) { return 32 * sb + 4 * t; }
   template <class G>
   static __m256i scale(const G& g, int sb) {
     return scale_pairs_u8(g.sc[sb]);
@@ -282,17 +284,15 @@ struct KMinUpdate {
 };
 // Q4_K: per 64-element chunk, 8 vectors whose low nibbles are sub-block 2j and high nibbles 2j+1. Each
 // sub-block's 8 maddubs sum in i16 (|sum| <= 30720, as Q4_0), then madd with the 6-bit scale.
-struct TQ4_K : UnsignedMul, KMinUpdate {
+struct TQ4_K : UnsignedMul, KScalesMins {
   using G = Q4Kx8;
   static constexpr int kSpan = 8;
-  static int off(int sb, int t) { return 32 * sb + 4 * t; }
   static __m256i vec(const G& g, int sb, int t) { return nibbles(g.q[sb / 2][t], sb); }
 };
 // Q5_K: bytes 0..31, 8 vectors per sub-block: two i16 sums of 4 (<= 31744, as Q5_0), madd with the scale.
-struct TQ5_K : UnsignedMul, KMinUpdate {
+struct TQ5_K : UnsignedMul, KScalesMins {
   using G = Q5Kx8;
   static constexpr int kSpan = 4;
-  static int off(int sb, int t) { return 32 * sb + 4 * t; }
   static __m256i vec(const G& g, int sb, int t) { return load256(g.q[8 * sb + t]); }
 };
 // Q6_K: bytes 0..63 (q + 32), 4 vectors per 16-element group, summed two by two in i16
