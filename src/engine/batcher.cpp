@@ -20,6 +20,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int32_t kMaxTopLogprobs = 20;
 constexpr double kRateWindowSeconds = 16.0;
+constexpr int64_t kLongPromptSteps = 32;  // see prefill_budget
+
+// Prefill tokens per step beside decoding streams: for the step, and for a long prompt's chunk.
+struct PrefillBudget {
+  int32_t step;
+  int32_t long_prompt;
+};
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -121,7 +128,7 @@ struct Batcher::Impl {
   bool step();
   void reap_cancelled();
   void abort_everything(const Status& why);
-  int32_t prefill_budget(int32_t n_decode) const;
+  PrefillBudget prefill_budget(int32_t n_decode) const;
   bool ensure_cells(int64_t need, const std::vector<bool>& protect);
   void sample_choice(Slot& slot, std::span<const float> row);
   void verify_choice(Slot& slot, std::span<const float> rows, double step_ms);
@@ -267,14 +274,20 @@ void Batcher::Impl::drop_cache(Slot& slot) {
 // ---------------------------------------------------------------------------------------------------------
 // The step
 
-int32_t Batcher::Impl::prefill_budget(int32_t n_decode) const {
+// Prefill tokens a step may add next to n_decode streams. Alone, a full batch. Beside streams, a chunk
+// costing about 0.9 of a decode-only step (at least 8 tokens, so a prompt always progresses): a short
+// prompt waits a few steps and the streams' steps about double meanwhile. A long prompt (more than
+// kLongPromptSteps such chunks) would hold the streams at that pace for most of their generation, so it
+// gets 0.35 of a decode step (at least 2 tokens): its own TTFT grows, the streams keep their pace.
+PrefillBudget Batcher::Impl::prefill_budget(int32_t n_decode) const {
   const int32_t cap = n_batch - n_decode;
-  if (n_decode == 0) return cap;
-  // Keep a mixed step within about twice a decode-only step, so streams keep their pace while a long
-  // prompt is admitted; at least 8 tokens so the prompt always progresses.
-  if (ema_decode_ms <= 0.0 || ema_prefill_token_ms <= 0.0) return std::min(cap, 16);
-  const auto chunk = static_cast<int32_t>(0.9 * ema_decode_ms / ema_prefill_token_ms);
-  return std::clamp(chunk, std::min(cap, 8), cap);
+  if (n_decode == 0) return {cap, cap};
+  if (ema_decode_ms <= 0.0 || ema_prefill_token_ms <= 0.0) return {std::min(cap, 16), std::min(cap, 16)};
+  const auto tokens = [&](double share, int32_t floor) {
+    return std::clamp(static_cast<int32_t>(share * ema_decode_ms / ema_prefill_token_ms),
+                      std::min(cap, floor), cap);
+  };
+  return {tokens(0.9, 8), tokens(0.35, 2)};
 }
 
 bool Batcher::Impl::step() {
@@ -321,7 +334,8 @@ bool Batcher::Impl::step() {
   }
   std::sort(prefills.begin(), prefills.end(),
             [&](size_t a, size_t b) { return slots[a].job->handle->id() < slots[b].job->handle->id(); });
-  int32_t budget = prefill_budget(static_cast<int32_t>(decoders.size()));
+  const PrefillBudget shares = prefill_budget(static_cast<int32_t>(decoders.size()));
+  int32_t budget = shares.step;
   int32_t n_prefill = 0;
   std::vector<batching::PromptChunk> chunks;
   for (size_t i : prefills) {
@@ -331,8 +345,12 @@ bool Batcher::Impl::step() {
     const int64_t planned = n_decode_tokens + n_prefill;
     ensure_cells(planned + budget, busy);
     const int64_t room = kv.free_cells() - planned;
-    const auto chunk = static_cast<size_t>(
-        std::min<int64_t>({budget, room, static_cast<int64_t>(prompt.size() - s.prefill_next)}));
+    const auto left = static_cast<int64_t>(prompt.size() - s.prefill_next);
+    // Long by what it had to admit, so its last chunks do not speed up again.
+    const auto uncached = static_cast<int64_t>(prompt.size()) - s.job->usage.cached_tokens;
+    const int32_t allowed =
+        uncached > kLongPromptSteps * int64_t{shares.step} ? std::min(budget, shares.long_prompt) : budget;
+    const auto chunk = static_cast<size_t>(std::min<int64_t>({allowed, room, left}));
     if (chunk == 0) continue;
     chunks.push_back({i, s.prefill_next, chunk});
     budget -= static_cast<int32_t>(chunk);
