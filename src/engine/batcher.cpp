@@ -437,6 +437,7 @@ bool Batcher::Impl::step() {
         continue;
       }
       if (s.spec.draft.tokens.empty()) {
+        if (drafter) drafter->record(s, 0, 0, ms);  // a plain step: the planner's C(1)
         s.tokens.push_back(s.next_token);
         s.next_token = -1;
         sample_choice(s, all);

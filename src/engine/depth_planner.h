@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdlib>
+#include <utility>
 
 namespace minfer::engine {
 
@@ -13,25 +14,30 @@ inline constexpr int32_t kMaxDraftDepth = 8;
 
 // Chooses each round's depth: maximises expected emitted tokens per millisecond, with per-position
 // acceptance (given the previous position was accepted) and the costs of a draft token and of a verify
-// batch of each size as running averages. Untried depths start optimistic, so the cap is tried first.
-// Depth 0 (a plain decode step) wins when no depth pays for its drafting; while at 0, every
-// kProbeEvery-th round drafts one token so the acceptance estimate follows the text.
+// batch of each size as running averages. The first round drafts a little (kFirstDepth) and the second is a
+// plain step, so both ends of the verify cost are measured before any deeper round is paid for; an untried
+// position is expected to do as the one before it, so deeper rounds are explored when the measured ones pay.
+// Depth 0 (a plain decode step) wins when no depth pays for its drafting; while at 0, a round drafts one
+// token now and then so the acceptance estimate follows the text: after kProbeEvery plain rounds, the
+// interval doubling with each refused probe up to kProbeMax (a probe also pays for the draft catching up
+// on the plain rounds' tokens) and back to kProbeEvery once one is accepted.
 class DepthPlanner {
  public:
   static constexpr int32_t kProbeEvery = 16;
+  static constexpr int32_t kProbeMax = 64;
+  static constexpr int32_t kFirstDepth = 2;
 
-  explicit DepthPlanner(int32_t cap) : cap_(std::clamp(cap, 1, kMaxDraftDepth)) {
-    accept_.fill(0.9);
-    verify_ms_.fill(0.0);
-  }
+  explicit DepthPlanner(int32_t cap) : cap_(std::clamp(cap, 1, kMaxDraftDepth)) {}
+
   int32_t choose() {
+    if (draft_ms_ <= 0.0) return std::min(cap_, kFirstDepth);  // nothing drafted yet
+    if (verify_ms_[1] <= 0.0) return 0;                        // a plain step measures C(1)
     const double plain = verify_cost(1);
-    if (draft_ms_ <= 0.0 || plain <= 0.0) return cap_;  // nothing measured yet
     int32_t best = 0;
     double best_rate = 1.0 / plain;
     double survive = 1.0, expected = 1.0;
     for (int32_t d = 1; d <= cap_; ++d) {
-      survive *= accept_[static_cast<size_t>(d)];
+      survive *= acceptance(d);
       expected += survive;
       const double rate = expected / (d * draft_ms_ + verify_cost(d + 1));
       if (rate > best_rate) {
@@ -41,44 +47,77 @@ class DepthPlanner {
     }
     if (best > 0) {
       idle_rounds_ = 0;
+      probe_every_ = kProbeEvery;
       return best;
     }
-    if (++idle_rounds_ < kProbeEvery) return 0;
+    if (++idle_rounds_ < probe_every_) return 0;
     idle_rounds_ = 0;
+    probing_ = true;
     return 1;
   }
+
   void record(int32_t drafted, int32_t accepted, double draft_ms, double verify_ms) {
     auto ewma = [](double& v, double x) { v = v <= 0.0 ? x : 0.8 * v + 0.2 * x; };
-    if (drafted > 0) ewma(draft_ms_, draft_ms / drafted);
+    // A draft after plain rounds also caught up on their tokens: not the steady cost of a draft token.
+    if (drafted > 0 && !(draft_ms_ > 0.0 && plain_before_)) ewma(draft_ms_, draft_ms / drafted);
+    plain_before_ = drafted == 0;
+    if (probing_ && drafted > 0)
+      probe_every_ = accepted > 0 ? kProbeEvery : std::min(2 * probe_every_, kProbeMax);
+    probing_ = false;
     ewma(verify_ms_[static_cast<size_t>(std::min(drafted + 1, kMaxDraftDepth + 1))], verify_ms);
     for (int32_t i = 1; i <= drafted; ++i) {
       const bool ok = i <= accepted;
-      accept_[static_cast<size_t>(i)] = 0.9 * accept_[static_cast<size_t>(i)] + 0.1 * (ok ? 1.0 : 0.0);
+      auto& [hits, tries] = counts_[static_cast<size_t>(i)];
+      hits = kForget * hits + (ok ? 1.0 : 0.0);
+      tries = kForget * tries + 1.0;
       if (!ok) break;  // later positions were not tried
     }
   }
 
  private:
-  // Cost of verifying n tokens: measured, else the nearest measured size scaled by 10% per token (a
-  // conservative slope: measured ones range from ~5% on bandwidth-bound decode to ~20% on AVX2); 0 when
+  static constexpr double kForget = 0.95;  // older rounds fade: the estimate follows the text (~20 rounds)
+
+  // P(accept position i | positions before it accepted): decayed counts plus one pseudo-round at the
+  // previous position's estimate (position 1: accepted), so an untried position is expected to do as the
+  // one before it, and one refusal halves a fresh estimate.
+  double acceptance(int32_t i) const {
+    double prior = 1.0;
+    for (int32_t j = 1; j <= i; ++j) {
+      const auto& [hits, tries] = counts_[static_cast<size_t>(j)];
+      prior = (hits + prior) / (tries + 1.0);
+    }
+    return prior;
+  }
+
+  // Cost of verifying n tokens: measured; else linear between the nearest measured sizes around n; beyond
+  // them, the slope of the two nearest (or 10% of the nearest per token when only one is measured); 0 when
   // nothing is measured.
   double verify_cost(int32_t n) const {
-    if (verify_ms_[static_cast<size_t>(n)] > 0.0) return verify_ms_[static_cast<size_t>(n)];
-    int32_t nearest = 0;
-    for (int32_t m = 1; m <= kMaxDraftDepth + 1; ++m) {
-      if (verify_ms_[static_cast<size_t>(m)] > 0.0 &&
-          (nearest == 0 || std::abs(m - n) < std::abs(nearest - n)))
-        nearest = m;
-    }
-    if (nearest == 0) return 0.0;
-    return verify_ms_[static_cast<size_t>(nearest)] * (1.0 + 0.1 * (n - 1)) / (1.0 + 0.1 * (nearest - 1));
+    const auto at = [&](int32_t m) { return verify_ms_[static_cast<size_t>(m)]; };
+    if (at(n) > 0.0) return at(n);
+    int32_t lo = 0, hi = 0;
+    for (int32_t m = n - 1; m >= 1 && lo == 0; --m) lo = at(m) > 0.0 ? m : 0;
+    for (int32_t m = n + 1; m <= kMaxDraftDepth + 1 && hi == 0; ++m) hi = at(m) > 0.0 ? m : 0;
+    if (lo == 0 && hi == 0) return 0.0;
+    if (lo != 0 && hi != 0) return at(lo) + (at(hi) - at(lo)) * (n - lo) / (hi - lo);
+    const int32_t a = lo != 0 ? lo : hi;  // the nearest, and the next one on the same side
+    int32_t b = 0;
+    for (int32_t m = lo != 0 ? a - 1 : a + 1; m >= 1 && m <= kMaxDraftDepth + 1 && b == 0;
+         m += lo != 0 ? -1 : 1)
+      b = at(m) > 0.0 ? m : 0;
+    // Never falling: a noisy pair of measurements must not make deeper batches look free.
+    const double slope = b != 0 ? std::max((at(a) - at(b)) / (a - b), 0.0) : 0.1 * at(a);
+    return std::max(at(a) + slope * (n - a), 0.0);
   }
 
   int32_t cap_;
-  std::array<double, kMaxDraftDepth + 2> accept_{};
+  std::array<std::pair<double, double>, kMaxDraftDepth + 2> counts_{};  // per position: (hits, tries)
   std::array<double, kMaxDraftDepth + 2> verify_ms_{};
   double draft_ms_ = 0.0;
   int32_t idle_rounds_ = 0;
+  int32_t probe_every_ = kProbeEvery;
+  bool probing_ = false;       // the round being recorded was a probe
+  bool plain_before_ = false;  // the previous recorded round drafted nothing
 };
 
 }  // namespace minfer::engine

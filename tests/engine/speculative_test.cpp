@@ -222,14 +222,21 @@ TEST(Speculative, GrammarOutputStaysInTheLanguageAndProposalsAreAccepted) {
   }
 }
 
-// The adaptive depth: deep when proposals are cheap and accepted, none (a plain step, with a one-token probe
-// every kProbeEvery rounds) when they are refused, and back up when they are accepted again.
+// The adaptive depth: a short first round and a plain step (both ends of the verify cost measured), then
+// deep when proposals are cheap and accepted, none (a plain step, with a one-token probe every kProbeEvery
+// rounds) when they are refused, and back up when they are accepted again.
 TEST(Speculative, DepthPlannerFollowsAcceptanceAndCosts) {
-  DepthPlanner p(8);
-  EXPECT_EQ(p.choose(), 8) << "untried: the cap first";
   // Verify batches cost 10 ms + 2 ms per token; a draft token 1 ms.
   auto verify_ms = [](int32_t n) { return 10.0 + 2.0 * n; };
-  for (int i = 0; i < 50; ++i) p.record(8, 8, 8.0, verify_ms(9));
+  DepthPlanner p(8);
+  EXPECT_EQ(p.choose(), DepthPlanner::kFirstDepth) << "nothing measured: a short round first";
+  p.record(2, 2, 2.0, verify_ms(3));
+  EXPECT_EQ(p.choose(), 0) << "then a plain step, for C(1)";
+  p.record(0, 0, 0.0, verify_ms(1));
+  for (int i = 0; i < 50; ++i) {
+    const int32_t d = p.choose();
+    p.record(d, d, d * 1.0, verify_ms(d + 1));
+  }
   EXPECT_EQ(p.choose(), 8) << "everything accepted and cheap: the deepest";
   DepthPlanner q(8);
   for (int i = 0; i < 60; ++i) {
@@ -243,12 +250,33 @@ TEST(Speculative, DepthPlannerFollowsAcceptanceAndCosts) {
     (d == 0 ? zeros : probes) += 1;
     q.record(d, 0, d * 1.0, verify_ms(d + 1));
   }
-  EXPECT_EQ(probes, 64 / DepthPlanner::kProbeEvery) << "refused proposals: plain steps, with probes";
+  // Probes every kProbeEvery rounds, the interval doubling with each refusal (up to kProbeMax).
+  EXPECT_GE(probes, 1) << "refused proposals: plain steps, with probes";
+  EXPECT_LE(probes, 64 / DepthPlanner::kProbeEvery) << "refused probes: rarer";
   for (int i = 0; i < 200; ++i) {
     const int32_t d = q.choose();
     q.record(d, d, d * 1.0, verify_ms(d + 1));
   }
   EXPECT_GE(q.choose(), 4) << "accepted again: deeper";
+}
+
+// Drafts that are accepted half the time but cost 0.6 of a plain step, with a verify slope of 20% per
+// token (a compute-bound CPU): no depth pays, so after the two measuring rounds and a few refusals the
+// planner settles on plain steps instead of exploring the cap.
+TEST(Speculative, DepthPlannerStopsDraftingWhenItCannotPay) {
+  auto verify_ms = [](int32_t n) { return 10.0 * (1.0 + 0.2 * (n - 1)); };
+  DepthPlanner p(8);
+  int32_t drafted = 0, first_plain_after = -1;
+  for (int round = 0; round < 40; ++round) {
+    const int32_t d = p.choose();
+    if (round >= 2 && d == 0 && first_plain_after < 0) first_plain_after = round;
+    EXPECT_LE(d, 2) << "round " << round << ": never deeper than the first round";
+    drafted += d;
+    p.record(d, d > 0 && round % 2 == 0 ? 1 : 0, 6.0 * d, verify_ms(d + 1));
+  }
+  EXPECT_GE(first_plain_after, 2);
+  EXPECT_LE(first_plain_after, 6);
+  EXPECT_LE(drafted, 2 + 6 + 40 / DepthPlanner::kProbeEvery) << "drafting stopped";
 }
 
 TEST(Speculative, LookupProposesWhatFollowedTheLatestMatch) {
