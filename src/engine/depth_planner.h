@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <cstdlib>
 #include <utility>
 
 namespace minfer::engine {
@@ -32,12 +31,17 @@ class DepthPlanner {
   int32_t choose() {
     if (draft_ms_ <= 0.0) return std::min(cap_, kFirstDepth);  // nothing drafted yet
     if (verify_ms_[1] <= 0.0) return 0;                        // a plain step measures C(1)
-    const double plain = verify_cost(1);
     int32_t best = 0;
-    double best_rate = 1.0 / plain;
+    double best_rate = 1.0 / verify_ms_[1];
     double survive = 1.0, expected = 1.0;
+    // P(accept position d | positions before it accepted): decayed counts plus one pseudo-round at
+    // position d - 1's estimate (position 1: accepted), so an untried position is expected to do as the
+    // one before it, and one refusal halves a fresh estimate.
+    double accept = 1.0;
     for (int32_t d = 1; d <= cap_; ++d) {
-      survive *= acceptance(d);
+      const auto& [hits, tries] = counts_[static_cast<size_t>(d)];
+      accept = (hits + accept) / (tries + 1.0);
+      survive *= accept;
       expected += survive;
       const double rate = expected / (d * draft_ms_ + verify_cost(d + 1));
       if (rate > best_rate) {
@@ -77,37 +81,21 @@ class DepthPlanner {
  private:
   static constexpr double kForget = 0.95;  // older rounds fade: the estimate follows the text (~20 rounds)
 
-  // P(accept position i | positions before it accepted): decayed counts plus one pseudo-round at the
-  // previous position's estimate (position 1: accepted), so an untried position is expected to do as the
-  // one before it, and one refusal halves a fresh estimate.
-  double acceptance(int32_t i) const {
-    double prior = 1.0;
-    for (int32_t j = 1; j <= i; ++j) {
-      const auto& [hits, tries] = counts_[static_cast<size_t>(j)];
-      prior = (hits + prior) / (tries + 1.0);
-    }
-    return prior;
-  }
-
-  // Cost of verifying n tokens: measured; else linear between the nearest measured sizes around n; beyond
-  // them, the slope of the two nearest (or 10% of the nearest per token when only one is measured); 0 when
-  // nothing is measured.
+  // Cost of verifying n tokens; C(1) is measured before choose() asks. Measured; else linear between the
+  // nearest measured sizes below and above n; past the largest, the slope of the two largest measured
+  // (never falling: a noisy pair must not make deeper batches look free), or 10% of C(1) per token when
+  // C(1) is the only one.
   double verify_cost(int32_t n) const {
     const auto at = [&](int32_t m) { return verify_ms_[static_cast<size_t>(m)]; };
     if (at(n) > 0.0) return at(n);
-    int32_t lo = 0, hi = 0;
-    for (int32_t m = n - 1; m >= 1 && lo == 0; --m) lo = at(m) > 0.0 ? m : 0;
-    for (int32_t m = n + 1; m <= kMaxDraftDepth + 1 && hi == 0; ++m) hi = at(m) > 0.0 ? m : 0;
-    if (lo == 0 && hi == 0) return 0.0;
-    if (lo != 0 && hi != 0) return at(lo) + (at(hi) - at(lo)) * (n - lo) / (hi - lo);
-    const int32_t a = lo != 0 ? lo : hi;  // the nearest, and the next one on the same side
-    int32_t b = 0;
-    for (int32_t m = lo != 0 ? a - 1 : a + 1; m >= 1 && m <= kMaxDraftDepth + 1 && b == 0;
-         m += lo != 0 ? -1 : 1)
-      b = at(m) > 0.0 ? m : 0;
-    // Never falling: a noisy pair of measurements must not make deeper batches look free.
-    const double slope = b != 0 ? std::max((at(a) - at(b)) / (a - b), 0.0) : 0.1 * at(a);
-    return std::max(at(a) + slope * (n - a), 0.0);
+    int32_t lo = n - 1, hi = n + 1;
+    while (at(lo) <= 0.0) --lo;  // stops at 1
+    while (hi <= kMaxDraftDepth + 1 && at(hi) <= 0.0) ++hi;
+    if (hi <= kMaxDraftDepth + 1) return at(lo) + (at(hi) - at(lo)) * (n - lo) / (hi - lo);
+    int32_t below = lo - 1;
+    while (below >= 1 && at(below) <= 0.0) --below;
+    const double slope = below >= 1 ? std::max((at(lo) - at(below)) / (lo - below), 0.0) : 0.1 * at(lo);
+    return at(lo) + slope * (n - lo);
   }
 
   int32_t cap_;

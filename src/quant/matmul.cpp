@@ -141,8 +141,7 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
     // descheduled or slower (another VM on its core) does not hold up the step.
     const int64_t share = (n_groups + nth - 1) / nth;
     const int64_t piece = std::max<int64_t>(1, share / kPiecesPerShare);
-    std::unique_ptr<std::atomic<int64_t>[]> next(new std::atomic<int64_t>[static_cast<size_t>(nth)]);
-    for (int i = 0; i < nth; ++i) next[static_cast<size_t>(i)].store(0, std::memory_order_relaxed);
+    const auto next = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(nth));  // zeroed
     pool.run([&](int ith, int nt) {
       for (int v = 0; v < nt; ++v) {
         const int s = (ith + v) % nt;  // its own share first

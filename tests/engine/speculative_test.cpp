@@ -243,16 +243,22 @@ TEST(Speculative, DepthPlannerFollowsAcceptanceAndCosts) {
     const int32_t d = q.choose();
     q.record(d, 0, d * 1.0, verify_ms(d + 1));
   }
-  int probes = 0, zeros = 0;
-  for (int i = 0; i < 64; ++i) {
+  // Refused proposals: plain steps, with one-token probes whose interval doubles with each refusal
+  // (kProbeEvery, then 2x, 4x, ... capped at kProbeMax).
+  std::vector<int> probes;
+  for (int i = 0; i < 400; ++i) {
     const int32_t d = q.choose();
     EXPECT_LE(d, 1);
-    (d == 0 ? zeros : probes) += 1;
+    if (d == 1) probes.push_back(i);
     q.record(d, 0, d * 1.0, verify_ms(d + 1));
   }
-  // Probes every kProbeEvery rounds, the interval doubling with each refusal (up to kProbeMax).
-  EXPECT_GE(probes, 1) << "refused proposals: plain steps, with probes";
-  EXPECT_LE(probes, 64 / DepthPlanner::kProbeEvery) << "refused probes: rarer";
+  ASSERT_GE(probes.size(), 5u);
+  for (size_t j = 2; j < probes.size(); ++j) {
+    EXPECT_EQ(probes[j] - probes[j - 1],
+              std::min(2 * (probes[j - 1] - probes[j - 2]), DepthPlanner::kProbeMax))
+        << "probe " << j;
+  }
+  EXPECT_EQ(probes.back() - probes[probes.size() - 2], DepthPlanner::kProbeMax) << "refused probes: rarest";
   for (int i = 0; i < 200; ++i) {
     const int32_t d = q.choose();
     q.record(d, d, d * 1.0, verify_ms(d + 1));
