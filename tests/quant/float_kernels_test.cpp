@@ -18,7 +18,7 @@ namespace {
 
 std::vector<Isa> simd_levels() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kNeon}) {
     if (cpu_kernels_for(isa) != nullptr) out.push_back(isa);
   }
   return out;

@@ -161,7 +161,7 @@ std::string param_name(const ::testing::TestParamInfo<std::tuple<Isa, DType>>& p
 }
 
 INSTANTIATE_TEST_SUITE_P(X86, RepackTest,
-                         ::testing::Combine(::testing::Values(Isa::kAvx2, Isa::kAvx512),
+                         ::testing::Combine(::testing::Values(Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512),
                                             ::testing::ValuesIn(kQuantTypes)),
                          param_name);
 

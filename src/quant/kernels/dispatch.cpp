@@ -1,6 +1,6 @@
 // CPU feature detection (cpuid + xgetbv on x86, HWCAP on Arm) and the per-ISA kernel tables.
-// The environment can only lower the level: MINFER_CPU_ISA=generic|avx2|avx512|neon, MINFER_NO_AVX512=1,
-// MINFER_NO_AVX2=1.
+// The environment can only lower the level: MINFER_CPU_ISA=generic|avx2|avxvnni|avx512|neon,
+// MINFER_NO_AVX512=1, MINFER_NO_AVX2=1.
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -29,8 +29,9 @@ uint64_t xgetbv0() {
 }
 
 struct X86Features {
-  bool avx2 = false;    // AVX2 + FMA + F16C with OS-saved YMM state
-  bool avx512 = false;  // AVX-512 F/BW/VL/VNNI with OS-saved ZMM state
+  bool avx2 = false;     // AVX2 + FMA + F16C with OS-saved YMM state
+  bool avxvnni = false;  // avx2 + AVX-VNNI (VEX vpdpbusd): Intel since Alder Lake, AMD Zen 5
+  bool avx512 = false;   // AVX-512 F/BW/VL/VNNI with OS-saved ZMM state
 };
 
 X86Features detect_x86() {
@@ -53,6 +54,7 @@ X86Features detect_x86() {
   const bool avx512vnni = (c >> 11) & 1;
   f.avx2 = ymm_state && avx2 && fma && f16c;
   f.avx512 = f.avx2 && zmm_state && avx512f && avx512bw && avx512vl && avx512vnni;
+  if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = f.avx2 && ((a >> 4) & 1);
   return f;
 }
 #endif
@@ -62,49 +64,86 @@ bool env_set(const char* name) {
   return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
 }
 
-Isa hardware_isa() {
+// Whether this CPU and OS can run `isa`'s kernels (compiled in or not).
+bool hardware_supports(Isa isa) {
+  if (isa == Isa::kGeneric) return true;
 #if defined(__x86_64__) || defined(__i386__)
-  const X86Features f = detect_x86();
-  if (f.avx512) return Isa::kAvx512;
-  if (f.avx2) return Isa::kAvx2;
-  return Isa::kGeneric;
-#elif defined(__aarch64__) && defined(__linux__) && defined(MINFER_HAVE_NEON)
-  const unsigned long hw = getauxval(AT_HWCAP);
-  return (hw & HWCAP_ASIMDDP) ? Isa::kNeon : Isa::kGeneric;
+  static const X86Features f = detect_x86();
+  switch (isa) {
+    case Isa::kAvx2:
+      return f.avx2;
+    case Isa::kAvxVnni:
+      return f.avxvnni;
+    case Isa::kAvx512:
+      return f.avx512;
+    default:
+      return false;
+  }
+#elif defined(__aarch64__) && defined(__linux__)
+  return isa == Isa::kNeon && (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
 #else
-  return Isa::kGeneric;
+  return false;
 #endif
 }
 
-int rank(Isa isa) {
-  return isa == Isa::kNeon ? 2 : static_cast<int>(isa);
+bool compiled_in(Isa isa) {
+  switch (isa) {
+    case Isa::kGeneric:
+      return true;
+    case Isa::kAvx2:
+    case Isa::kAvxVnni:
+    case Isa::kAvx512:
+#if defined(MINFER_HAVE_X86_KERNELS)
+      return true;
+#else
+      return false;
+#endif
+    case Isa::kNeon:
+#if defined(MINFER_HAVE_NEON)
+      return true;
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+// Levels from the widest down: the first available one is the default.
+constexpr Isa kByPreference[] = {Isa::kAvx512, Isa::kAvxVnni, Isa::kAvx2, Isa::kNeon, Isa::kGeneric};
+
+Isa widest_below(Isa top) {
+  bool below = false;
+  for (Isa isa : kByPreference) {
+    below = below || isa == top;
+    if (below && isa != top && isa_available(isa)) return isa;
+  }
+  return Isa::kGeneric;
 }
 
 Isa compute_detected() {
-  Isa isa = hardware_isa();
-  if (const char* forced = std::getenv("MINFER_CPU_ISA"); forced != nullptr && forced[0] != '\0') {
-    const std::string s = forced;
-    Isa want = isa;
-    if (s == "generic")
-      want = Isa::kGeneric;
-    else if (s == "avx2")
-      want = Isa::kAvx2;
-    else if (s == "avx512")
-      want = Isa::kAvx512;
-    else if (s == "neon")
-      want = Isa::kNeon;
-    else
-      MINFER_LOG_WARN("kernels: unknown MINFER_CPU_ISA='{}' ignored", s);
-    // Forcing can only lower the level (a wider one would crash); neon and x86 levels don't mix.
-    if (want == Isa::kGeneric || (want != Isa::kNeon && isa != Isa::kNeon && rank(want) <= rank(isa)) ||
-        want == isa) {
-      isa = want;
-    } else {
-      MINFER_LOG_WARN("kernels: MINFER_CPU_ISA={} is not available on this CPU; using {}", s, isa_name(isa));
+  Isa isa = Isa::kGeneric;
+  for (Isa i : kByPreference) {
+    if (isa_available(i)) {
+      isa = i;
+      break;
     }
   }
-  if (isa == Isa::kAvx512 && env_set("MINFER_NO_AVX512")) isa = Isa::kAvx2;
-  if (isa == Isa::kAvx2 && env_set("MINFER_NO_AVX2")) isa = Isa::kGeneric;
+  if (const char* forced = std::getenv("MINFER_CPU_ISA"); forced != nullptr && forced[0] != '\0') {
+    const std::string s = forced;
+    bool known = false;
+    for (Isa want : kByPreference) {
+      if (s != isa_name(want)) continue;
+      known = true;
+      // Forcing can only pick a level this CPU runs (a wider one would crash).
+      if (isa_available(want))
+        isa = want;
+      else
+        MINFER_LOG_WARN("kernels: MINFER_CPU_ISA={} is not available on this CPU; using {}", s, isa_name(isa));
+    }
+    if (!known) MINFER_LOG_WARN("kernels: unknown MINFER_CPU_ISA='{}' ignored", s);
+  }
+  if (isa == Isa::kAvx512 && env_set("MINFER_NO_AVX512")) isa = widest_below(Isa::kAvx512);
+  if ((isa == Isa::kAvx2 || isa == Isa::kAvxVnni) && env_set("MINFER_NO_AVX2")) isa = Isa::kGeneric;
   return isa;
 }
 
@@ -113,8 +152,9 @@ CpuKernels build(Isa isa) {
   k.isa = isa;
   generic::fill(k);
 #if defined(MINFER_HAVE_X86_KERNELS)
-  if (isa == Isa::kAvx2 || isa == Isa::kAvx512) avx2::fill(k);
+  if (isa == Isa::kAvx2 || isa == Isa::kAvxVnni || isa == Isa::kAvx512) avx2::fill(k);
   if (isa == Isa::kAvx2) avx2::fill_repack(k);
+  if (isa == Isa::kAvxVnni) avxvnni::fill_repack(k);
   if (isa == Isa::kAvx512) avx512::fill(k);
 #endif
 #if defined(MINFER_HAVE_NEON)
@@ -131,6 +171,8 @@ std::string_view isa_name(Isa isa) {
       return "generic";
     case Isa::kAvx2:
       return "avx2";
+    case Isa::kAvxVnni:
+      return "avxvnni";
     case Isa::kAvx512:
       return "avx512";
     case Isa::kNeon:
@@ -145,21 +187,12 @@ Isa detected_isa() {
 }
 
 bool isa_available(Isa isa) {
-  static const Isa hw = hardware_isa();
-  if (isa == Isa::kGeneric) return true;
-#if !defined(MINFER_HAVE_X86_KERNELS)
-  if (isa == Isa::kAvx2 || isa == Isa::kAvx512) return false;
-#endif
-#if !defined(MINFER_HAVE_NEON)
-  if (isa == Isa::kNeon) return false;
-#endif
-  if (isa == Isa::kNeon || hw == Isa::kNeon) return isa == hw;
-  return rank(isa) <= rank(hw);
+  return compiled_in(isa) && hardware_supports(isa);
 }
 
 const CpuKernels* cpu_kernels_for(Isa isa) {
-  static std::array<CpuKernels, 4> tables;
-  static std::array<std::once_flag, 4> once;
+  static std::array<CpuKernels, kIsaCount> tables;
+  static std::array<std::once_flag, kIsaCount> once;
   if (!isa_available(isa)) return nullptr;
   const auto i = static_cast<size_t>(isa);
   std::call_once(once[i], [&] { tables[i] = build(isa); });

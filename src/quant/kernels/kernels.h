@@ -11,7 +11,9 @@
 
 namespace minfer::kernels {
 
-enum class Isa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kNeon = 3 };
+// Kernel levels. The values index the tables; the x86 order (generic < avx2 < avxvnni < avx512) is dispatch's.
+enum class Isa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kNeon = 3, kAvxVnni = 4 };
+inline constexpr int kIsaCount = 5;
 std::string_view isa_name(Isa isa);
 
 // Converts n floats to the activation format (n a multiple of its block size).
@@ -98,7 +100,7 @@ struct CpuKernels {
   const TypeKernels& of(DType t) const { return types[static_cast<uint32_t>(t)]; }
 };
 
-// Widest ISA this CPU and OS support, lowered by MINFER_CPU_ISA=generic|avx2|avx512|neon,
+// Widest ISA this CPU and OS support, lowered by MINFER_CPU_ISA=generic|avx2|avxvnni|avx512|neon,
 // MINFER_NO_AVX512=1 or MINFER_NO_AVX2=1. Detected once.
 Isa detected_isa();
 // Whether this CPU can run `isa`'s kernels (and they were compiled in).
@@ -119,6 +121,9 @@ void fill_repack(CpuKernels& k);  // repack_avx2.cpp: the x8 layouts' GEMM witho
 }  // namespace avx2
 namespace avx512 {
 void fill(CpuKernels& k);
+}
+namespace avxvnni {
+void fill_repack(CpuKernels& k);  // repack_avxvnni.cpp: the x8 layouts' GEMM with VEX vpdpbusd
 }
 namespace neon {
 void fill(CpuKernels& k);

@@ -72,16 +72,6 @@ inline __m256i bcast_i16x2(const int16_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// Q5_0's 32-bit mask of 5th bits (bit i = byte i of the quant vector) -> 0x10 in the bytes whose bit is set.
-inline __m256i high_bits_0x10(uint32_t mask) {
-  const __m256i byte_of_bit = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2,
-                                               2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);
-  const __m256i v =
-      _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int32_t>(mask)), byte_of_bit), bit);
-  return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
-}
-
 // Keeps an integer accumulator's chain in program order. GCC otherwise reassociates the exact sums into
 // a tree, which keeps every product of a block live and spills at NC = 4 (about a fifth slower).
 inline void pin(__m256i& v) {
