@@ -70,7 +70,13 @@ Result<std::unique_ptr<Batcher>> Batcher::create(Engine& engine, const BatcherOp
   impl->slots.resize(static_cast<size_t>(options.n_slots));
   for (size_t i = 0; i < impl->slots.size(); ++i) impl->slots[i].seq = static_cast<kv::SeqId>(i);
   if (!options.slots_file.empty()) impl->restore_slots();
-  impl->kv_used.store(engine.kv().used_cells());
+  impl->weights_bytes = static_cast<int64_t>(engine.weights_bytes());
+  impl->kv_bytes = static_cast<int64_t>(engine.kv().bytes());
+  if (options.speculate && options.draft_model != nullptr) {  // the draft model's memory is the server's too
+    impl->weights_bytes += static_cast<int64_t>(options.draft_model->weights_bytes());
+    impl->kv_bytes += static_cast<int64_t>(options.draft_model->kv().bytes());
+  }
+  impl->publish_occupancy();
   Impl* raw = impl.get();
   impl->worker = std::thread([raw] { raw->run(); });
   return std::unique_ptr<Batcher>(new Batcher(std::move(impl)));
@@ -115,6 +121,7 @@ Result<std::shared_ptr<RequestHandle>> Batcher::submit(BatchRequest request) {
     job->samplers.push_back(std::move(sampler));
   }
   job->handle = std::make_shared<RequestHandle>();
+  job->submitted = Clock::now();
   job->req = std::move(request);
   if (im.drafter) MINFER_RETURN_IF_ERROR(im.drafter->prepare(*job));
   {
@@ -177,6 +184,13 @@ BatcherStats Batcher::stats() const {
   s.spec_accepted = im.spec_accepted.load();
   s.kv_cells_used = im.kv_used.load();
   s.kv_cells_total = im.engine.kv().n_cells();
+  s.kv_sequences = im.kv_sequences.load();
+  s.kv_shared_cells = im.kv_shared.load();
+  s.pending_jobs = im.queue_len.load() + im.running.load();
+  s.worker_stalled = im.stalled.load();
+  s.memory_weights_bytes = im.weights_bytes;
+  s.memory_kv_bytes = im.kv_bytes;
+  s.memory_activations_bytes = im.activations_bytes.load();
   s.drain_abandoned = im.drain_abandoned.load();
   {
     std::lock_guard<std::mutex> lock(im.stats_mu);

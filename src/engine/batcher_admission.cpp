@@ -17,6 +17,7 @@ void Batcher::Impl::admit_locked() {
       queue.pop_front();
       claimed_slots -= job->req.n_choices;
       cancelled.fetch_add(1);
+      log_request(*job, "cancelled in the queue");
       continue;
     }
     const auto n = static_cast<size_t>(job->req.n_choices);
@@ -100,6 +101,7 @@ void Batcher::Impl::admit_locked() {
     job->usage.prompt_tokens = static_cast<int32_t>(prompt.size());
     job->usage.cached_tokens = static_cast<int32_t>(shared);
     queue.pop_front();
+    ++progress;
     ++jobs_active;
     slots_busy.fetch_add(static_cast<int32_t>(n));
     running.fetch_add(1);

@@ -27,4 +27,17 @@ void Batcher::Impl::drop_cache(Slot& slot) {
   if (drafter) drafter->dropped(slot);
 }
 
+// Published after every loop turn for stats(), which never touches the engine: occupancy (a scan of the
+// cells, small next to a forward) and the activation arena's high-water mark.
+void Batcher::Impl::publish_occupancy() {
+  const kv::KvCache& kv = engine.kv();
+  kv_used.store(kv.used_cells());
+  const kv::KvCache::Sharing sharing = kv.sharing();
+  kv_sequences.store(sharing.sequences);
+  kv_shared.store(sharing.shared_cells);
+  size_t activations = engine.activations_peak_bytes();
+  if (opt.speculate && opt.draft_model != nullptr) activations += opt.draft_model->activations_peak_bytes();
+  activations_bytes.store(static_cast<int64_t>(activations));
+}
+
 }  // namespace minfer::engine

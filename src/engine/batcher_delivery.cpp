@@ -58,6 +58,7 @@ bool Batcher::Impl::take_token(Slot& slot, Result<int32_t> token, std::span<cons
   }
   ++slot.n_generated;
   ++job.usage.completion_tokens;
+  if (!job.first_token) job.first_token = Clock::now();
   record_rate(1);
   BatchEvent ev;
   ev.kind = BatchEvent::Kind::kToken;

@@ -1,13 +1,32 @@
 // Ending choices and requests. Every request ends with exactly one kFinished event, whatever ends it:
 // its last choice finishing, an error (its other slots are released at once), its client cancelling, or
 // the batcher stopping. The counters move before kFinished so a requester that saw it also sees them.
+// Each end logs the request's one info line (log_request): what an operator needs to explain its latency.
 #include "engine/batcher_worker.h"
 
 #include <algorithm>
+#include <chrono>
+
+#include <fmt/ranges.h>
 
 #include "core/log.h"
 
 namespace minfer::engine {
+
+void Batcher::Impl::log_request(const Job& job, std::string_view outcome) const {
+  if (static_cast<int>(LogLevel::kInfo) < static_cast<int>(log_level())) return;
+  std::string where = "none (never admitted)";
+  if (!job.slots.empty()) where = fmt::format("{}", fmt::join(job.slots, ","));
+  std::string ttft = "none (no token)";
+  if (job.first_token)
+    ttft = fmt::format("{:.1f} ms",
+                       std::chrono::duration<double, std::milli>(*job.first_token - job.submitted).count());
+  MINFER_LOG_INFO(
+      "batcher: request {} {}: prompt {} tokens, {} cached tokens reused, slot {}, time to first token "
+      "{}, {} completion tokens",
+      job.handle->id(), outcome, job.req.prompt.size(), job.usage.cached_tokens, where, ttft,
+      job.usage.completion_tokens);
+}
 
 void Batcher::Impl::finish_choice(Slot& slot, const std::string& reason, std::string text,
                                   std::string detail) {
@@ -33,6 +52,7 @@ void Batcher::Impl::release(Slot& slot) {
   slot.detok.reset();
   slot.stops.reset();
   slot.last_used = Clock::now();
+  ++progress;
   slots_busy.fetch_sub(1);
   std::lock_guard<std::mutex> lock(mu);
   --claimed_slots;
@@ -44,6 +64,7 @@ void Batcher::Impl::complete_job(Job& job) {
       MINFER_LOG_WARN("batcher: slots file not saved: {}", st.message());
   }
   if (job.spec.rounds > 0) MINFER_LOG_INFO("batcher: request {}: {}", job.handle->id(), job.spec.summary());
+  log_request(job, "completed");
   // Counters first, so a requester that has seen kFinished also sees them in stats().
   completed.fetch_add(1);
   prompt_tokens.fetch_add(job.usage.prompt_tokens);
@@ -77,7 +98,9 @@ void Batcher::Impl::fail_job(std::shared_ptr<Job> job, const Status& status) {
     --jobs_active;
   }
   job->choices_open = 0;
+  ++progress;
   failed.fetch_add(1);
+  log_request(*job, fmt::format("failed ({})", status.message()));
   BatchEvent err;
   err.kind = BatchEvent::Kind::kError;
   err.error = status;
@@ -95,6 +118,7 @@ void Batcher::Impl::reap_cancelled() {
     std::shared_ptr<Job> job = s.job;
     for (int32_t si : job->slots) release(slots[static_cast<size_t>(si)]);
     cancelled.fetch_add(1);
+    log_request(*job, "cancelled");
     running.fetch_sub(1);
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -105,7 +129,7 @@ void Batcher::Impl::reap_cancelled() {
   }
 }
 
-void Batcher::Impl::abort_everything(const Status& why) {
+int64_t Batcher::Impl::abort_everything(const Status& why) {
   int64_t n = 0;
   for (Slot& s : slots) {
     if (!s.job) continue;
@@ -125,11 +149,11 @@ void Batcher::Impl::abort_everything(const Status& why) {
     job->handle->push(std::move(err));
     job->handle->push({.kind = BatchEvent::Kind::kFinished});
     failed.fetch_add(1);
+    log_request(*job, fmt::format("failed in the queue ({})", why.message()));
     ++n;
   }
   queue_len.store(0);
-  std::lock_guard<std::mutex> lock(mu);
-  aborted += n;
+  return n;
 }
 
 }  // namespace minfer::engine

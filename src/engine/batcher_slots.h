@@ -29,6 +29,8 @@ struct Job {
   SpecStats spec;              // over every choice
   std::vector<int32_t> slots;  // slot index per choice, once admitted
   int32_t choices_open = 0;
+  Clock::time_point submitted{};                 // accepted by submit()
+  std::optional<Clock::time_point> first_token;  // its first token was delivered (time to first token)
 };
 
 // A slot's speculation state.

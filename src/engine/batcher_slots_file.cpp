@@ -1,5 +1,7 @@
 // --slots-file: every slot's tokens and KV rows, written after each completed request (the moment a
-// slot's context is stable) and restored at start, so a restarted server keeps its cached prefixes.
+// slot's context is stable) and restored at start, so a restarted server keeps its cached prefixes. A file
+// from another model, context size, cache type or --n-slots is refused with an error line naming the
+// difference, and the server starts empty: slot i of the file must be slot i of this run.
 #include "engine/batcher_worker.h"
 
 #include "core/log.h"
@@ -31,7 +33,8 @@ void Batcher::Impl::restore_slots() {
   } else if (loaded.status().code() == StatusCode::kNotFound) {
     MINFER_LOG_INFO("batcher: no slots file at {} yet; starting empty", opt.slots_file);
   } else {
-    MINFER_LOG_WARN("batcher: {}; starting with empty slots", loaded.status().message());
+    // Loud: the operator asked for these slots and is not getting them.
+    MINFER_LOG_ERROR("batcher: slots file refused: {}; starting with empty slots", loaded.status().message());
   }
 }
 

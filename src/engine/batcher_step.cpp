@@ -132,6 +132,7 @@ bool Batcher::Impl::step() {
     logits = injected;
   }
   const double ms = ms_between(t0, Clock::now());
+  ++progress;  // a forward ran (a failed one ends its requests, which is progress too)
   if (!logits.ok()) {
     // Every request in this batch is answered with the error; their slots' caches are dropped.
     std::vector<std::shared_ptr<Job>> jobs;

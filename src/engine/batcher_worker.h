@@ -23,6 +23,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -69,7 +70,11 @@ struct Batcher::Impl {
   std::atomic<int64_t> total{0}, completed{0}, rejected{0}, cancelled{0}, failed{0};
   std::atomic<int64_t> prompt_tokens{0}, cached_tokens{0}, completion_tokens{0}, steps{0};
   std::atomic<int64_t> kv_used{0}, drain_abandoned{0};
-  mutable std::mutex stats_mu;  // rate window and op times
+  std::atomic<int32_t> kv_sequences{0};
+  std::atomic<int64_t> kv_shared{0}, stalled{0};
+  std::atomic<int64_t> activations_bytes{0};
+  int64_t weights_bytes = 0, kv_bytes = 0;  // fixed at create()
+  mutable std::mutex stats_mu;              // rate window and op times
   std::deque<std::pair<Clock::time_point, int32_t>> rate_window;
   std::vector<BatcherStats::OpTime> op_times;
   bool op_timing = false;
@@ -81,12 +86,18 @@ struct Batcher::Impl {
   std::unique_ptr<batching::BatchDrafter> drafter;  // speculation; null when off
   std::atomic<int64_t> spec_rounds{0}, spec_drafted{0}, spec_accepted{0};
 
+  // Stall guard (worker only): `progress` moves with every forward run and every request admitted or
+  // ended; steps_without_progress counts the busy loop turns in a row that left it where it was.
+  int64_t progress = 0;
+  int32_t steps_without_progress = 0;
+
   std::thread worker;
 
   Impl(Engine& e, const BatcherOptions& o) : engine(e), opt(o) {}
 
   // batcher_worker.cpp
   void run();
+  void stalled_now();  // the guard tripped: answer every open request, drop their rows, carry on
 
   // batcher_admission.cpp (called with mu held)
   void admit_locked();
@@ -116,17 +127,20 @@ struct Batcher::Impl {
   void complete_job(Job& job);
   void fail_job(std::shared_ptr<Job> job, const Status& status);  // by value: it resets the slots holding it
   void reap_cancelled();
-  void abort_everything(const Status& why);
+  int64_t abort_everything(const Status& why);                       // returns how many requests it answered
+  void log_request(const Job& job, std::string_view outcome) const;  // the one info line per request
 
   // batcher_cells.cpp
   bool ensure_cells(int64_t need, const std::vector<bool>& protect);
   void drop_cache(Slot& slot);
+  void publish_occupancy();  // cells, sequences, shared cells and the activation high-water for stats()
 
   // batcher_slots_file.cpp
   Status save_now(const std::string& path);
   void restore_slots();  // from opt.slots_file, at create(); logs what it restored or why it started empty
+  // A file from another model, context, cache type or slot count is refused (slot i must mean slot i).
   kv::KvFileIdentity identity() const {
-    return {engine.fingerprint(), engine.n_ctx(), engine.options().cache_type};
+    return {engine.fingerprint(), engine.n_ctx(), engine.options().cache_type, opt.n_slots};
   }
 };
 
