@@ -1,5 +1,6 @@
 // The batcher's worker-side records (internal to engine/): an accepted request (Job) and one sequence of
-// the KV cache (Slot). Shared by batcher.cpp and the per-slot speculation in batch_drafter.cpp.
+// the KV cache (Slot). Shared by the batcher_*.cpp files (see batcher_worker.h) and the per-slot
+// speculation in batch_drafter.cpp.
 #pragma once
 
 #include <chrono>
