@@ -16,6 +16,12 @@
 //
 // Memory: -c is one pool of cells for all slots. When a step cannot get cells, idle slots' cached prefixes
 // are evicted first (least recently used); a slot that still cannot grow finishes with reason "length".
+//
+// Health: a worker whose steps stop making progress (no token evaluated, no request started or ended)
+// kStallStepLimit times in a row answers every open request once with an internal error (HTTP 500), frees
+// their slots, counts it in BatcherStats::worker_stalled and carries on with new requests: a wedge costs
+// the requests of the moment, never the server. Each request logs one info line when it ends (prompt and
+// cached tokens, its slot, time to first token).
 #pragma once
 
 #include <atomic>
@@ -37,6 +43,9 @@
 
 namespace minfer::engine {
 
+// Consecutive steps without progress after which the worker gives up on every open request.
+inline constexpr int32_t kStallStepLimit = 64;
+
 struct BatcherOptions {
   int32_t n_slots = 4;       // sequences decoded together; each choice of a request takes one
   int32_t queue_depth = 64;  // requests that may wait for slots; 0: refuse ("no idle slot") when none is free
@@ -54,6 +63,9 @@ struct BatcherOptions {
   SpecOptions spec;
   // Tests only: called by the worker before each forward; a failed Status is treated as that forward failing.
   std::function<Status(int64_t step)> fault_injector;
+  // Tests only: called by the worker before each step; true makes that step a wedged one (it runs nothing
+  // and so makes no progress), which is how the stall guard is exercised.
+  std::function<bool()> stall_injector;
 };
 
 struct TopLogprob {
@@ -141,6 +153,15 @@ struct BatcherStats {
   int64_t spec_accepted = 0;
   int64_t kv_cells_used = 0;
   int64_t kv_cells_total = 0;
+  int32_t kv_sequences = 0;     // sequences holding cells (busy slots and idle slots' cached prefixes)
+  int64_t kv_shared_cells = 0;  // cells owned by more than one sequence: prefix sharing at work
+  int32_t pending_jobs = 0;     // requests the worker still owes an answer: queued plus running
+  int64_t worker_stalled = 0;   // times the stall guard answered every open request (see kStallStepLimit)
+  // Memory in bytes: weights (each tensor once), the KV cache's buffers, and the largest activation arena
+  // a forward has used so far.
+  int64_t memory_weights_bytes = 0;
+  int64_t memory_kv_bytes = 0;
+  int64_t memory_activations_bytes = 0;
   bool draining = false;
   int64_t drain_abandoned = 0;
   struct OpTime {

@@ -1,5 +1,6 @@
 // The batcher's worker-side records (internal to engine/): an accepted request (Job) and one sequence of
-// the KV cache (Slot). Shared by batcher.cpp and the per-slot speculation in batch_drafter.cpp.
+// the KV cache (Slot). Shared by the batcher_*.cpp files (see batcher_worker.h) and the per-slot
+// speculation in batch_drafter.cpp.
 #pragma once
 
 #include <chrono>
@@ -29,6 +30,8 @@ struct Job {
   SpecStats spec;              // over every choice
   std::vector<int32_t> slots;  // slot index per choice, once admitted
   int32_t choices_open = 0;
+  Clock::time_point submitted{};                 // accepted by submit()
+  std::optional<Clock::time_point> first_token;  // its first token was delivered (time to first token)
 };
 
 // A slot's speculation state.

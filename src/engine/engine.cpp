@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <set>
 #include <thread>
 
 #include "backend/registry.h"
@@ -72,6 +73,15 @@ Result<const sched::Plan*> Engine::plan_for(const graph::GraphParams& params) {
   return plan;
 }
 
+size_t Engine::weights_bytes() const {
+  std::set<const void*> seen;
+  size_t total = 0;
+  for (const backend::WeightSource& w : model_->weights()) {
+    if (seen.insert(w.data).second) total += w.n_bytes;
+  }
+  return total;
+}
+
 Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, std::vector<float>* out) {
   const auto n = static_cast<int32_t>(end - begin);
   std::span<const int32_t> tokens(batch.tokens.data() + begin, end - begin);
@@ -94,6 +104,9 @@ Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, std::
   auto plan = scheduler_->plan(params, [&](const graph::GraphParams& p) { return model_->build_graph(p); });
   Status st = plan.status();
   if (st.ok()) {
+    size_t arena = 0;
+    for (size_t b : (*plan)->arena_bytes) arena += b;
+    activations_peak_ = std::max(activations_peak_, arena);
     backend::BatchView view;
     view.tokens = tokens;
     view.positions = positions;

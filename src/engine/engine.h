@@ -81,6 +81,10 @@ class Engine {
   void add_observer(sched::NodeObserver* observer) { scheduler_->add_observer(observer); }
   void remove_observer(sched::NodeObserver* observer) { scheduler_->remove_observer(observer); }
   ThreadPool& pool() { return *pool_; }
+  // Memory, for monitoring: bytes of the weights the model reads (each tensor once, even when two roles
+  // share it), and the largest activation arena a forward has used so far (read on the decode thread).
+  size_t weights_bytes() const;
+  size_t activations_peak_bytes() const { return activations_peak_; }
   // Per-op wall time (MINFER_OP_TIMING=1), on the thread that calls decode().
   const std::map<std::string, sched::Scheduler::OpTime>& op_times() const { return scheduler_->op_times(); }
 
@@ -100,6 +104,7 @@ class Engine {
   std::unique_ptr<kv::KvCache> kv_;
   // Reused per micro-batch so a decode step allocates nothing.
   std::vector<int32_t> out_rows_, window_offsets_, window_cells_;
+  size_t activations_peak_ = 0;
 };
 
 }  // namespace minfer::engine

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 
 #include "backend/cpu/ops/ops.h"
@@ -212,6 +213,17 @@ std::vector<std::pair<int32_t, int32_t>> KvCache::seq_cells(SeqId seq) const {
     if (cells_[c].seqs & bit(seq)) out.emplace_back(cells_[c].pos, static_cast<int32_t>(c));
   }
   std::sort(out.begin(), out.end());
+  return out;
+}
+
+KvCache::Sharing KvCache::sharing() const {
+  Sharing out;
+  uint64_t seen = 0;
+  for (const Cell& c : cells_) {
+    seen |= c.seqs;
+    if ((c.seqs & (c.seqs - 1)) != 0) ++out.shared_cells;  // more than one owner bit set
+  }
+  out.sequences = std::popcount(seen);
   return out;
 }
 

@@ -75,6 +75,13 @@ class KvCache {
   std::vector<std::pair<int32_t, int32_t>> seq_cells(SeqId seq) const;
   int32_t seq_pos_max(SeqId seq) const;  // -1 when the sequence is empty
   int32_t seq_pos_min(SeqId seq) const;
+  // For monitoring (a scan of every cell): sequences holding at least one cell, and cells owned by more
+  // than one sequence (a prefix shared through seq_cp).
+  struct Sharing {
+    int32_t sequences = 0;
+    int64_t shared_cells = 0;
+  };
+  Sharing sharing() const;
   int64_t used_cells() const { return used_; }
   int64_t free_cells() const { return config_.n_cells - used_; }
   int64_t n_cells() const { return config_.n_cells; }

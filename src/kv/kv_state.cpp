@@ -84,6 +84,7 @@ Status save_kv_file(const std::string& path, const KvFileIdentity& identity, con
   w.put_string(identity.model);
   w.put(static_cast<int64_t>(identity.n_ctx));
   w.put(static_cast<uint32_t>(identity.cache_type));
+  w.put(static_cast<int32_t>(identity.n_seq));
   w.put(static_cast<int64_t>(row_bytes));
   w.put(static_cast<int32_t>(views.size()));
   w.put(static_cast<uint32_t>(seqs.size()));
@@ -165,9 +166,9 @@ Result<std::vector<SavedSequence>> load_kv_file(const std::string& path, const K
   std::string model;
   int64_t n_ctx = 0, row_bytes = 0;
   uint32_t cache_type = 0, n_seqs = 0;
-  int32_t n_layer = 0;
-  if (!r.get_string(&model) || !r.get(&n_ctx) || !r.get(&cache_type) || !r.get(&row_bytes) ||
-      !r.get(&n_layer) || !r.get(&n_seqs)) {
+  int32_t n_layer = 0, n_seq = 0;
+  if (!r.get_string(&model) || !r.get(&n_ctx) || !r.get(&cache_type) || !r.get(&n_seq) ||
+      !r.get(&row_bytes) || !r.get(&n_layer) || !r.get(&n_seqs)) {
     return fail("truncated identity");
   }
   if (model != identity.model) return fail(fmt::format("saved for another model ({})", model));
@@ -176,6 +177,9 @@ Result<std::vector<SavedSequence>> load_kv_file(const std::string& path, const K
   if (cache_type != static_cast<uint32_t>(identity.cache_type)) {
     return fail(fmt::format("saved with cache type {}, this run uses {}",
                             dtype_name(static_cast<DType>(cache_type)), dtype_name(identity.cache_type)));
+  }
+  if (n_seq != identity.n_seq) {
+    return fail(fmt::format("saved with {} sequences (--n-slots), this run uses {}", n_seq, identity.n_seq));
   }
   const auto views = kv.views();
   if (views.empty() || n_layer != static_cast<int32_t>(views.size()) ||

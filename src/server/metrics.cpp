@@ -1,6 +1,10 @@
 // Prometheus text rendering (see metrics.h): HELP and TYPE lines, then one sample per family.
 #include "server/metrics.h"
 
+#include <unistd.h>
+
+#include <fstream>
+
 #include <fmt/format.h>
 
 namespace minfer::server {
@@ -25,7 +29,16 @@ std::string escape_label(const std::string& v) {
 
 }  // namespace
 
-std::string render_metrics(const engine::BatcherStats& s, const HttpCounters& h) {
+ProcessStats read_process_stats() {
+  ProcessStats p;
+  std::ifstream statm("/proc/self/statm");
+  int64_t size_pages = 0, resident_pages = 0;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (statm >> size_pages >> resident_pages && page > 0) p.rss_bytes = resident_pages * page;
+  return p;
+}
+
+std::string render_metrics(const engine::BatcherStats& s, const HttpCounters& h, const ProcessStats& p) {
   std::string out;
   auto d = [](int64_t v) { return static_cast<double>(v); };
   family(&out, "minfer_ready", "gauge", "1 when the model is loaded and the server accepts requests.",
@@ -45,6 +58,8 @@ std::string render_metrics(const engine::BatcherStats& s, const HttpCounters& h)
   family(&out, "minfer_http_client_errors_total", "counter", "Responses with a 4xx status.", d(h.errors_4xx));
   family(&out, "minfer_http_server_errors_total", "counter", "Responses with a 5xx status.", d(h.errors_5xx));
   family(&out, "minfer_queue_depth", "gauge", "Accepted requests waiting for a slot.", s.queue_depth);
+  family(&out, "minfer_worker_pending_jobs", "gauge",
+         "Requests the worker still owes an answer: queued plus running.", s.pending_jobs);
   family(&out, "minfer_requests_running", "gauge", "Requests occupying slots now.", s.requests_running);
   family(&out, "minfer_slots", "gauge", "Decoding slots.", s.n_slots);
   family(&out, "minfer_slots_busy", "gauge", "Slots generating or prefilling now.", s.slots_busy);
@@ -66,6 +81,22 @@ std::string render_metrics(const engine::BatcherStats& s, const HttpCounters& h)
   family(&out, "minfer_kv_used_cells", "gauge", "KV cells holding some sequence's rows.", d(s.kv_cells_used));
   family(&out, "minfer_kv_free_cells", "gauge", "KV cells free.", d(s.kv_cells_total - s.kv_cells_used));
   family(&out, "minfer_kv_cells", "gauge", "KV cells in the pool (-c).", d(s.kv_cells_total));
+  family(&out, "minfer_kv_sequences", "gauge",
+         "KV sequences holding cells (busy slots and idle slots' cached prefixes).", s.kv_sequences);
+  family(&out, "minfer_kv_shared_cells", "gauge",
+         "KV cells owned by more than one sequence (a prompt prefix shared between slots).",
+         d(s.kv_shared_cells));
+  family(&out, "minfer_worker_stalled_total", "counter",
+         "Times the worker made no progress for 64 steps in a row and answered every open request with 500.",
+         d(s.worker_stalled));
+  family(&out, "minfer_memory_weights_bytes", "gauge", "Bytes of model weights (each tensor once).",
+         d(s.memory_weights_bytes));
+  family(&out, "minfer_memory_kv_bytes", "gauge", "Bytes of the KV cache buffers.", d(s.memory_kv_bytes));
+  family(&out, "minfer_memory_activations_bytes", "gauge",
+         "Largest activation arena a forward has used (high-water mark).", d(s.memory_activations_bytes));
+  if (p.rss_bytes >= 0)
+    family(&out, "minfer_memory_rss_bytes", "gauge", "Resident set size of the server process.",
+           d(p.rss_bytes));
   family(&out, "minfer_draining", "gauge", "1 while a graceful shutdown is in progress.", s.draining ? 1 : 0);
   family(&out, "minfer_drain_abandoned_requests", "gauge",
          "Requests still in flight when the drain deadline expired.", d(s.drain_abandoned));

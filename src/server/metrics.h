@@ -17,9 +17,18 @@ struct HttpCounters {
   bool ready = false;
 };
 
-// The `minfer_` families: requests, queue depth, running, tokens, tokens/s, drain, KV cells and, when
-// stats.op_times is filled (MINFER_OP_TIMING), per-op seconds and calls labelled by op.
-std::string render_metrics(const engine::BatcherStats& stats, const HttpCounters& http);
+// What the process itself uses, read at scrape time (never from the worker).
+struct ProcessStats {
+  int64_t rss_bytes = -1;  // resident set size; -1 when unknown (the family is then omitted, never 0)
+};
+// Reads /proc/self/statm; rss_bytes stays -1 where that is not available.
+ProcessStats read_process_stats();
+
+// The `minfer_` families: requests, queue depth, pending jobs, running, tokens, tokens/s, drain, the
+// worker's stall count, KV cells, sequences and shared cells, memory (weights, KV, activations, RSS) and,
+// when stats.op_times is filled (MINFER_OP_TIMING), per-op seconds and calls labelled by op.
+std::string render_metrics(const engine::BatcherStats& stats, const HttpCounters& http,
+                           const ProcessStats& process = {});
 
 inline constexpr const char* kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
 

@@ -91,7 +91,7 @@ std::string Server::metrics_text() const {
   h.errors_5xx = errors_5xx_.load();
   h.ready = ready() && !draining();
   if (draining()) stats.draining = true;
-  return render_metrics(stats, h);
+  return render_metrics(stats, h, read_process_stats());
 }
 
 HttpResponse Server::handle(const HttpRequest& req, const std::function<bool()>& client_alive) {

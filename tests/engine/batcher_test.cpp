@@ -2,6 +2,7 @@
 // the queue is bounded, cancellation and failed forwards free their slots, drain and the slots file work.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -268,6 +269,49 @@ TEST(Batcher, AFailedForwardAnswersItsBatchAndTheWorkerGoesOn) {
   Collected c3 = collect(**(*b)->submit(greedy(prompt_of(6, 1), 5)));
   EXPECT_TRUE(c3.error.ok());
   EXPECT_EQ(c3.usage.cached_tokens, 0) << "a failed slot's cache is dropped";
+}
+
+// A wedged step (the test hook makes steps run nothing) trips the stall guard after kStallStepLimit steps:
+// the live request and the queued one are answered once with an internal error, their slots come back
+// empty, the stall is counted, and the worker serves the next request.
+TEST(Batcher, AStallAnswersEveryOpenRequestOnceAndTheWorkerGoesOn) {
+  auto e = load(engine_options());
+  std::atomic<bool> wedged{false};
+  std::atomic<int> wedged_steps{0};
+  BatcherOptions opt{.n_slots = 1, .queue_depth = 4};
+  opt.stall_injector = [&] {
+    if (!wedged.load()) return false;
+    wedged_steps.fetch_add(1);
+    return true;
+  };
+  auto b = Batcher::create(*e, opt);
+  ASSERT_TRUE(b.ok());
+  auto live = (*b)->submit(endless(greedy(prompt_of(6, 1), 200), *e));
+  ASSERT_TRUE(live.ok());
+  ASSERT_TRUE((*live)->next(milliseconds(30000)).has_value());  // decoding
+  wedged = true;
+  auto queued = (*b)->submit(greedy(prompt_of(6, 2), 5));
+  ASSERT_TRUE(queued.ok());
+  Collected c1 = collect(**live), c2 = collect(**queued);
+  for (const Collected* c : {&c1, &c2}) {
+    EXPECT_TRUE(c->finished);
+    EXPECT_EQ(c->error.code(), StatusCode::kInternal);
+    EXPECT_EQ(c->error.message(), "the worker stalled: 64 steps in a row made no progress");
+    EXPECT_EQ(std::count_if(c->events.begin(), c->events.end(),
+                            [](const BatchEvent& ev) { return ev.kind == BatchEvent::Kind::kError; }),
+              1);
+  }
+  EXPECT_GE(wedged_steps.load(), kStallStepLimit);
+  wedged = false;
+  BatcherStats s = (*b)->stats();
+  EXPECT_EQ(s.worker_stalled, 1);
+  EXPECT_EQ(s.requests_failed, 2);
+  EXPECT_EQ(s.slots_busy, 0);
+  EXPECT_EQ(s.pending_jobs, 0);
+  EXPECT_EQ(s.kv_cells_used, 0) << "the wedged requests' rows are dropped";
+  Collected c3 = collect(**(*b)->submit(greedy(prompt_of(6, 1), 5)));
+  EXPECT_TRUE(c3.error.ok()) << c3.error.message();
+  EXPECT_EQ((*b)->stats().worker_stalled, 1);
 }
 
 TEST(Batcher, DrainFinishesAcceptedWorkThenRefuses) {

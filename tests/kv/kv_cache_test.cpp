@@ -50,14 +50,18 @@ TEST(KvCache, RemoveCopyKeep) {
   kv->seq_cp(0, 1, 0, 2);  // sequence 1 shares positions 0 and 1
   EXPECT_EQ(kv->seq_pos_max(1), 1);
   EXPECT_EQ(kv->used_cells(), 4);
+  EXPECT_EQ(kv->sharing().sequences, 2);
+  EXPECT_EQ(kv->sharing().shared_cells, 2);
   kv->seq_rm(0, 1, -1);  // drop 1.. from sequence 0: position 1 stays owned by sequence 1
   EXPECT_EQ(kv->seq_pos_max(0), 0);
   EXPECT_EQ(kv->used_cells(), 2);
+  EXPECT_EQ(kv->sharing().shared_cells, 1);
   kv->seq_keep(1);
   EXPECT_EQ(kv->seq_pos_max(0), -1);
   EXPECT_EQ(kv->used_cells(), 2);
   kv->seq_rm(-1, 0, -1);
   EXPECT_EQ(kv->used_cells(), 0);
+  EXPECT_EQ(kv->sharing().sequences, 0);
 }
 
 TEST(KvCache, ShiftReRotatesKeys) {

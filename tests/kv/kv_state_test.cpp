@@ -89,6 +89,7 @@ TEST(KvState, MismatchesAndCorruptionAreNamedAndChangeNothing) {
   expect_refused(path, {"model-b", 32, DType::F32}, "another model");
   expect_refused(path, {"model-a", 64, DType::F32}, "n_ctx 32");
   expect_refused(path, {"model-a", 32, DType::F16}, "cache type");
+  expect_refused(path, {"model-a", 32, DType::F32, 4}, "saved with 0 sequences (--n-slots), this run uses 4");
 
   std::ifstream in(path, std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

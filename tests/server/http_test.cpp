@@ -6,9 +6,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
+#include <thread>
+#include <utility>
 
+#include <fmt/format.h>
+
+#include "core/log.h"
 #include "server/test_server.h"
 
 namespace minfer::server::test {
@@ -515,6 +521,154 @@ TEST(HttpFault, AFailedForwardIs500AndTheServerGoesOn) {
   EXPECT_EQ(ok.status, 200) << ok.raw;
   Reply m = get(server, "/metrics");
   EXPECT_EQ(metric(m.raw, "minfer_requests_failed_total"), 2) << m.raw;
+}
+
+// Issue 27, server health: the stall guard, memory metrics, the per-request log line and the slots-file
+// refusal, each through the real server over loopback.
+
+// A worker wedged in its step answers every live and queued request once with 500 after kStallStepLimit
+// steps without progress, frees their slots, counts it, and then serves new requests.
+TEST(HttpHealth, AStalledWorkerAnswersEveryOpenRequestWith500AndGoesOn) {
+  std::atomic<bool> wedged{true};
+  TestServerOptions o;
+  o.n_slots = 1;  // one request runs, the others wait in the queue
+  o.stall_injector = [&wedged] { return wedged.load(); };
+  TestServer server(o);
+  ASSERT_TRUE(server.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Reply> replies(3);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < replies.size(); ++i) {
+    clients.emplace_back([&, i] {
+      const bool stream = i == 2;
+      replies[i] = post(server, "/v1/completions",
+                        fmt::format(R"({{"prompt":"hello {}","max_tokens":4,"temperature":0,"stream":{}}})",
+                                    i, stream ? "true" : "false"));
+    });
+  }
+  for (auto& c : clients) c.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 30.0) << "a stalled worker must not leave requests hanging";
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(replies[i].status, 500) << replies[i].raw;
+    EXPECT_EQ(replies[i].body["error"]["type"], "server_error") << replies[i].raw;
+    EXPECT_NE(replies[i].raw.find("the worker stalled: 64 steps in a row made no progress"),
+              std::string::npos)
+        << replies[i].raw;
+  }
+  const auto frames = sse_payloads(replies[2].raw);
+  ASSERT_GE(frames.size(), 2u) << replies[2].raw;
+  EXPECT_NE(frames[frames.size() - 2].find("the worker stalled"), std::string::npos) << replies[2].raw;
+  EXPECT_EQ(frames.back(), "[DONE]");
+
+  Reply m = get(server, "/metrics");
+  EXPECT_GE(metric(m.raw, "minfer_worker_stalled_total"), 1) << m.raw;
+  EXPECT_EQ(metric(m.raw, "minfer_requests_failed_total"), 3) << m.raw;
+  EXPECT_EQ(metric(m.raw, "minfer_slots_busy"), 0) << m.raw;
+  EXPECT_EQ(metric(m.raw, "minfer_worker_pending_jobs"), 0) << m.raw;
+  EXPECT_EQ(metric(m.raw, "minfer_kv_used_cells"), 0) << "the stalled requests' rows are dropped";
+
+  wedged.store(false);
+  Reply ok = post(server, "/v1/completions", R"({"prompt":"hello","max_tokens":4,"temperature":0})");
+  EXPECT_EQ(ok.status, 200) << ok.raw;
+  m = get(server, "/metrics");
+  EXPECT_EQ(metric(m.raw, "minfer_requests_completed_total"), 1) << m.raw;
+}
+
+// The memory families report real quantities: the weights are the GGUF's tensor bytes, the KV cache is
+// n_layer x (K, V) x n_ctx rows of f16, activations and RSS are measured; two choices of one prompt share
+// its cells, which minfer_kv_shared_cells shows.
+TEST(HttpHealth, MemoryAndSharingMetricsAreReal) {
+  TestServer server;
+  ASSERT_TRUE(server.ok());
+  auto file = gguf::File::open(tiny_model());
+  ASSERT_TRUE(file.ok());
+  uint64_t tensor_bytes = 0;
+  for (const gguf::TensorInfo& t : file->tensors()) tensor_bytes += t.n_bytes;
+  const models::HParams& hp = server.engine().hparams();
+  const double kv_bytes =  // K and V, every layer, n_ctx rows of f16
+      2.0 * hp.n_layer * server.engine().n_ctx() * static_cast<double>(hp.n_embd_kv()) * 2;
+
+  Reply m = get(server, "/metrics");
+  EXPECT_EQ(metric(m.raw, "minfer_memory_weights_bytes"), static_cast<double>(tensor_bytes)) << m.raw;
+  EXPECT_EQ(metric(m.raw, "minfer_memory_kv_bytes"), kv_bytes) << m.raw;
+  EXPECT_EQ(metric(m.raw, "minfer_memory_activations_bytes"), 0) << "no forward has run yet";
+  EXPECT_GT(metric(m.raw, "minfer_memory_rss_bytes"), 1 << 20) << m.raw;
+  EXPECT_EQ(metric(m.raw, "minfer_kv_sequences"), 0) << m.raw;
+  EXPECT_EQ(metric(m.raw, "minfer_worker_pending_jobs"), 0) << m.raw;
+
+  Reply r = post(server, "/v1/completions",
+                 R"({"prompt":"The same prefix for both choices","max_tokens":3,"temperature":0,"n":2})");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  const int prompt_tokens = r.body["usage"]["prompt_tokens"].get<int>();
+  m = get(server, "/metrics");
+  EXPECT_GT(metric(m.raw, "minfer_memory_activations_bytes"), 0) << m.raw;
+  EXPECT_EQ(metric(m.raw, "minfer_kv_sequences"), 2) << "both slots keep their cached tokens";
+  EXPECT_EQ(metric(m.raw, "minfer_kv_shared_cells"), prompt_tokens) << "the prompt's cells are shared";
+  EXPECT_GE(metric(m.raw, "minfer_memory_rss_bytes"), static_cast<double>(tensor_bytes)) << m.raw;
+}
+
+// Each request logs one info line: prompt tokens, cached tokens reused, its slot and time to first token.
+TEST(HttpHealth, EachRequestLogsOneInfoLine) {
+  TestServer server;
+  ASSERT_TRUE(server.ok());
+  const LogLevel before = log_level();
+  set_log_level(LogLevel::kInfo);
+  const std::string body = R"({"prompt":"A line per request, please","max_tokens":3,"temperature":0})";
+  testing::internal::CaptureStderr();
+  Reply a = post(server, "/v1/completions", body);
+  Reply b = post(server, "/v1/completions", body);
+  const std::string err = testing::internal::GetCapturedStderr();
+  set_log_level(before);
+  ASSERT_EQ(a.status, 200) << a.raw;
+  ASSERT_EQ(b.status, 200) << b.raw;
+  const int n = a.body["usage"]["prompt_tokens"].get<int>();
+  const int generated = a.body["usage"]["completion_tokens"].get<int>();
+  for (const auto& [id, cached] : {std::pair{1, 0}, std::pair{2, n - 1}}) {
+    const std::string head = fmt::format(
+        "batcher: request {} completed: prompt {} tokens, {} cached tokens reused, slot 0, "
+        "time to first token ",
+        id, n, cached);
+    const size_t at = err.find(head);
+    ASSERT_NE(at, std::string::npos) << head << "\n" << err;
+    EXPECT_EQ(err.find(head, at + 1), std::string::npos) << "one line per request\n" << err;
+    const std::string rest = err.substr(at + head.size(), err.find('\n', at) - at - head.size());
+    EXPECT_GT(std::stod(rest), 0.0) << rest;
+    EXPECT_NE(rest.find(fmt::format(" ms, {} completion tokens", generated)), std::string::npos) << rest;
+  }
+}
+
+// A slots file written with another --n-slots is refused loudly and the server starts empty.
+TEST(HttpHealth, ASlotsFileFromAnotherSlotCountIsRefused) {
+  const std::string file = ::minfer::test::temp_dir() + "/http-slots-n.bin";
+  std::remove(file.c_str());
+  const std::string body =
+      R"({"prompt":"Slots are numbered, so their count matters","max_tokens":3,"temperature":0})";
+  {
+    TestServerOptions o;
+    o.slots_file = file;
+    o.n_slots = 2;
+    TestServer server(o);
+    ASSERT_TRUE(server.ok());
+    ASSERT_EQ(post(server, "/v1/completions", body).status, 200);
+  }
+  TestServerOptions o;
+  o.slots_file = file;
+  o.n_slots = 4;
+  testing::internal::CaptureStderr();
+  TestServer server(o);
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(server.ok());
+  EXPECT_NE(err.find("error: "), std::string::npos) << err;
+  EXPECT_NE(err.find("slots file refused: KV file '" + file +
+                     "': saved with 2 sequences (--n-slots), this run uses 4; starting with empty slots"),
+            std::string::npos)
+      << err;
+  Reply m = get(server, "/metrics");
+  EXPECT_EQ(metric(m.raw, "minfer_kv_used_cells"), 0) << m.raw;
+  Reply r = post(server, "/v1/completions", body);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["usage"]["prompt_tokens_details"]["cached_tokens"], 0) << r.raw;
 }
 
 }  // namespace

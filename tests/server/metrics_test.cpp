@@ -46,6 +46,28 @@ TEST(Metrics, FamiliesAndFormat) {
   }
 }
 
+TEST(Metrics, HealthAndMemoryFamilies) {
+  engine::BatcherStats s;
+  s.worker_stalled = 2;
+  s.pending_jobs = 7;
+  s.kv_sequences = 3;
+  s.kv_shared_cells = 40;
+  s.memory_weights_bytes = 5000000000;
+  s.memory_kv_bytes = 1 << 20;
+  s.memory_activations_bytes = 4096;
+  const std::string with_rss = render_metrics(s, {}, {.rss_bytes = 123456789});
+  for (const char* line :
+       {"minfer_worker_stalled_total 2\n", "# TYPE minfer_worker_stalled_total counter\n",
+        "minfer_worker_pending_jobs 7\n", "minfer_kv_sequences 3\n", "minfer_kv_shared_cells 40\n",
+        "minfer_memory_weights_bytes 5000000000\n", "minfer_memory_kv_bytes 1048576\n",
+        "minfer_memory_activations_bytes 4096\n", "minfer_memory_rss_bytes 123456789\n"}) {
+    EXPECT_NE(with_rss.find(line), std::string::npos) << line << with_rss;
+  }
+  // An unknown RSS is omitted, never reported as 0.
+  EXPECT_EQ(render_metrics(s, {}).find("minfer_memory_rss_bytes"), std::string::npos);
+  EXPECT_GT(read_process_stats().rss_bytes, 0);
+}
+
 TEST(Metrics, PerOpTimesWhenPresent) {
   engine::BatcherStats s;
   s.op_times = {{"matmul", 1.5, 10}, {"rope", 0.25, 4}};

@@ -60,6 +60,7 @@ struct TestServerOptions {
   size_t max_body = 1 << 20;
   std::string slots_file;
   std::function<Status(int64_t)> fault_injector;  // the batcher's test hook: a failed forward
+  std::function<bool()> stall_injector;           // the batcher's test hook: a step that makes no progress
 };
 
 class TestServer {
@@ -85,6 +86,7 @@ class TestServer {
     bo.queue_depth = o.queue_depth;
     bo.slots_file = o.slots_file;
     bo.fault_injector = o.fault_injector;
+    bo.stall_injector = o.stall_injector;
     auto b = engine::Batcher::create(*engine_, bo);
     EXPECT_TRUE(b.ok()) << b.status().message();
     batcher_ = std::move(*b);
