@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/env.h"
 #include "core/log.h"
 #include "quant/kernels/kernels.h"
 
@@ -57,10 +58,7 @@ X86Features detect_x86() {
 }
 #endif
 
-bool env_set(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-}
+bool env_set(const char* name) { return env_flag(name); }
 
 Isa hardware_isa() {
 #if defined(__x86_64__) || defined(__i386__)
