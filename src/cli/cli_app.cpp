@@ -146,4 +146,11 @@ void add_flash_attn_option(CLI::App& app, std::string* value) {
       ->group("llama.cpp compatibility");
 }
 
+Status chat_template_file_missing(const std::string& value) {
+  return not_found(
+      "--chat-template '{}': cannot read that file; here --chat-template (and --chat-template-file) is a "
+      "Jinja template file; llama.cpp's built-in template names and inline templates are not supported",
+      value);
+}
+
 }  // namespace minfer::cli

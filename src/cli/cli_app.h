@@ -73,4 +73,8 @@ Status check_gpu_layers(const CLI::App& app, int n_gpu_layers);
 // is refused.
 void add_flash_attn_option(CLI::App& app, std::string* value);
 
+// The refusal of a --chat-template value that is not a readable file (llama.cpp's --chat-template takes a
+// template name or text; minfer's, like llama.cpp's --chat-template-file, takes a file).
+Status chat_template_file_missing(const std::string& value);
+
 }  // namespace minfer::cli

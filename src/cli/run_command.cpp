@@ -60,7 +60,9 @@ std::string token_text_or_empty(const tokenizer::Tokenizer& tok, int32_t id) {
 Result<chat::ChatTemplate> load_template(const RunArgs& args, engine::Engine& engine) {
   std::string source;
   if (!args.chat_template_file.empty()) {
-    MINFER_ASSIGN_OR_RETURN(source, read_text_file(args.chat_template_file));
+    auto text = read_text_file(args.chat_template_file);
+    if (!text.ok()) return chat_template_file_missing(args.chat_template_file);
+    source = std::move(*text);
   } else if (engine.file().metadata().contains("tokenizer.chat_template")) {
     MINFER_ASSIGN_OR_RETURN(source, engine.file().metadata().get_string("tokenizer.chat_template"));
   }
@@ -191,15 +193,18 @@ int run_command(const Args& argv) {
   app.add_option("--stop", args.stop, "stop string (repeatable; never printed)");
   app.add_option("--system,--system-prompt", args.system, "system prompt (also -sys)");
   app.add_flag("--no-template", args.no_template, "send the prompt as is, without the chat template");
-  app.add_option("--chat-template", args.chat_template_file,
+  app.add_option("--chat-template,--chat-template-file", args.chat_template_file,
                  "Jinja chat template file overriding the model's");
+  app.add_flag("--jinja")
+      ->description("accepted: chat templates are always rendered by minfer's own Jinja engine")
+      ->group("llama.cpp compatibility");
   app.add_option("--cache-type", args.cache_type,
                  "KV cache type: f32, f16 (default) or q8_0 (env MINFER_CACHE_TYPE)");
   app.add_flag("--meta", args.meta, "print the model's metadata before generating");
   app.add_option("--dump-graph", args.dump_graph, "write the prefill graph as Graphviz DOT and exit");
   app.add_option("--dump-graph-json", args.dump_graph_json, "write the prefill graph as JSON and exit");
   app.add_option("-o,--output", args.output, "text (stream) or json")->check(CLI::IsMember({"text", "json"}));
-  app.add_flag("--cnv", args.cnv,
+  app.add_flag("--cnv,--conversation", args.cnv,
                "multi-turn chat: a REPL with /commands (the prompt, if given, is the first turn; also -cnv)")
       ->group("Conversation (--cnv)");
   app.add_flag("--single-turn", args.conversation.single_turn,

@@ -64,7 +64,7 @@ Result<chat::ChatTemplate> load_template(const ServeArgs& args, engine::Engine& 
   std::string source;
   if (!args.chat_template_file.empty()) {
     std::ifstream in(args.chat_template_file, std::ios::binary);
-    if (!in) return not_found("cannot read '{}'", args.chat_template_file);
+    if (!in) return chat_template_file_missing(args.chat_template_file);
     std::stringstream ss;
     ss << in.rdbuf();
     source = ss.str();
@@ -132,8 +132,11 @@ int serve_command(const Args& argv) {
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--cache-type", args.cache_type,
                  "KV cache type: f32, f16 (default) or q8_0 (env MINFER_CACHE_TYPE)");
-  app.add_option("--chat-template", args.chat_template_file,
+  app.add_option("--chat-template,--chat-template-file", args.chat_template_file,
                  "Jinja chat template file overriding the model's");
+  app.add_flag("--jinja")
+      ->description("accepted: chat templates are always rendered by minfer's own Jinja engine")
+      ->group("llama.cpp compatibility");
   app.add_option("--reasoning-format", args.reasoning_format,
                  "auto: a leading <think> block goes to reasoning_content; none: keep it in content")
       ->capture_default_str()

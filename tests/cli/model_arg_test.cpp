@@ -292,6 +292,16 @@ TEST_F(ModelArgTest, LlamaCppSpellingsAreAliasesAndTheOthersAreRefused) {
   r = run_minfer({"-m", m, "-i"});
   EXPECT_EQ(r.rc, 2);
   EXPECT_TRUE(has(r.err, "-i: llama.cpp's interactive mode is not supported; --cnv")) << r.err;
+  // llama.cpp's --chat-template takes a template name; here it is a file, as --chat-template-file.
+  r = run_minfer({"-m", m, "-p", "hi", "--jinja", "--chat-template", "chatml"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--chat-template 'chatml': cannot read that file; here --chat-template (and "
+                         "--chat-template-file) is a Jinja template file"))
+      << r.err;
+  write(*dir_ + "/t.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}");
+  r = run_minfer({"--conversation", "-st", "-m", m, "-p", "hi", "-n", "1", "-t", "1", "--jinja",
+                  "--chat-template-file", *dir_ + "/t.jinja"});
+  EXPECT_EQ(r.rc, 0) << r.err;
   r = run_minfer({"-m", m, "-p", "hi", "--dry-sequence-breakers", "198;13,2"});
   EXPECT_EQ(r.rc, 2);
   EXPECT_TRUE(has(r.err, "'198;13,2' is the token-id form (198;13,2), which this build refuses")) << r.err;
