@@ -31,6 +31,10 @@ Result<Args> llama_spellings(const Args& args, const std::vector<RefusedFlag>& r
       if (std::find(r.names.begin(), r.names.end(), name) != r.names.end())
         return invalid_argument("{}: {}", name, r.why);
     }
+    if ((a == "-hf" || a == "-hfr" || a == "--hf-repo") && i + 1 < args.size()) {  // llama.cpp: REPO[:QUANT]
+      out.push_back("--model=hf:" + args[++i]);
+      continue;
+    }
     if (a == "-fa" || a == "--flash-attn") {  // an optional value: on, off, auto (llama-bench: 1, 0); bare = on
       std::string v = "on";
       if (i + 1 < args.size()) {

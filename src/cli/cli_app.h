@@ -24,7 +24,8 @@ struct RefusedFlag {
 int parse_args(CLI::App& app, const Args& args, const std::vector<RefusedFlag>& refused = {});
 
 // Rewrites llama.cpp's spellings that CLI11 cannot declare to minfer's long flags, and refuses the flags in
-// `refused` by name. `-fa`/`--flash-attn` take an optional on|off|auto (a bare -fa is on).
+// `refused` by name. `-fa`/`--flash-attn` take an optional on|off|auto (a bare -fa is on);
+// `-hf`/`--hf-repo OWNER/REPO[:QUANT]` is `-m hf:OWNER/REPO[:QUANT]`.
 Result<Args> llama_spellings(const Args& args, const std::vector<RefusedFlag>& refused);
 
 // Prints "minfer: <message>" to stderr and returns exit code 1.

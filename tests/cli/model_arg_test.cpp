@@ -419,6 +419,10 @@ TEST_F(HubFormsTest, QuantTagPicksThatQuantWithEveryPartOfASplit) {
   r = run_minfer(with({"-m", "hf:acme/tiny-GGUF:Q4_K_M", "-p", "hi"}, kQuick), env_);
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(mirror_.total(), before);
+  // llama.cpp's -hf REPO:QUANT is the same name.
+  r = run_minfer(with({"-hf", "acme/tiny-GGUF:q4_k_m", "-p", "hi"}, kQuick), env_);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(mirror_.total(), before);
   // Another quant of the same repo, by the info command.
   r = run_minfer({"info", "hf:acme/tiny-GGUF:Q8_0", "--no-tensors"}, env_);
   EXPECT_EQ(r.rc, 0) << r.err;
