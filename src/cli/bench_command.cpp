@@ -52,7 +52,10 @@ int bench_command(const Args& argv) {
                "minfer bench");
   std::string model, p_list = "512", n_list = "128", d_list = "0", output = "md", cache = "f16";
   int reps = 3, threads = 0, batch = 512, n_ctx = 0;
-  app.add_option("model", model, "GGUF model")->required();
+  ModelArg model_arg;
+  int gpu_layers = 0;
+  std::string flash_attn = "auto";
+  add_model_arg(app, &model_arg);
   app.add_option("-p,--n-prompt", p_list, "prompt sizes, comma separated (0: none)")->capture_default_str();
   app.add_option("-n,--n-gen", n_list, "generation lengths, comma separated (0: none)")
       ->capture_default_str();
@@ -66,7 +69,7 @@ int bench_command(const Args& argv) {
   app.add_option("-b,--batch-size", batch, "micro-batch size")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
-  app.add_option("-c,--n-ctx", n_ctx, "context size (0: enough for the largest test)")
+  app.add_option("-c,--ctx-size,--n-ctx", n_ctx, "context size (0: enough for the largest test)")
       ->check(CLI::Range(0, 1 << 24));
   app.add_option("--cache-type", cache, "KV cache type: f32, f16, q8_0")->capture_default_str();
   SpecArgs spec;
@@ -74,7 +77,13 @@ int bench_command(const Args& argv) {
   app.add_option("-o,--output", output, "md, csv or json")
       ->check(CLI::IsMember({"md", "csv", "json"}))
       ->capture_default_str();
+  add_gpu_layers_option(app, &gpu_layers);
+  add_flash_attn_option(app, &flash_attn);
   if (int code = parse_args(app, argv); code >= 0) return code;
+  if (Status st = check_gpu_layers(app, gpu_layers); !st.ok()) return fail(st);
+  auto taken = take_model(model_arg);
+  if (!taken.ok()) return fail(taken.status());
+  model = *taken;
 
   auto pp = parse_list(p_list, "-p");
   auto tg = parse_list(n_list, "-n");
@@ -108,7 +117,7 @@ int bench_command(const Args& argv) {
   options.n_threads = threads;
   options.n_batch = batch;
   options.cache_type = *kv_type;
-  auto model_path = hub::resolve_model(model);  // path, cached name, hf: or ollama: URI
+  auto model_path = resolve_model_arg(model);  // path, split part, cached name, hf: or ollama: URI
   if (!model_path.ok()) return fail(model_path.status());
   model = *model_path;
   auto loaded = engine::Engine::load(model, options);

@@ -2,15 +2,65 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 
 #include <fmt/format.h>
 
+#include "hub/cache.h"
+#include "hub/download.h"
 #include "kv/kv_cache.h"
 
 namespace minfer::cli {
 
-int parse_args(CLI::App& app, const Args& args) {
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
+Result<Args> llama_spellings(const Args& args, const std::vector<RefusedFlag>& refused) {
+  // Spellings with the same meaning as a minfer flag, which CLI11 cannot declare (one dash, several
+  // letters).
+  static const std::pair<const char*, const char*> kSame[] = {
+      {"-sys", "--system"},       {"-cnv", "--cnv"},          {"-st", "--single-turn"},
+      {"-mli", "--multiline-input"}, {"-ngl", "--gpu-layers"}, {"-md", "--spec-draft"},
+      {"-np", "--parallel"}};
+  Args out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {  // everything after is positional
+      out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+    const std::string name = a.substr(0, a.find('='));
+    for (const RefusedFlag& r : refused) {
+      if (std::find(r.names.begin(), r.names.end(), name) != r.names.end())
+        return invalid_argument("{}: {}", name, r.why);
+    }
+    if ((a == "-hf" || a == "-hfr" || a == "--hf-repo") && i + 1 < args.size()) {  // llama.cpp: REPO[:QUANT]
+      out.push_back("--model=hf:" + args[++i]);
+      continue;
+    }
+    if (a == "-fa" || a == "--flash-attn") {  // an optional value: on, off, auto (llama-bench: 1, 0); bare = on
+      std::string v = "on";
+      if (i + 1 < args.size()) {
+        const std::string& next = args[i + 1];
+        if (next == "on" || next == "off" || next == "auto") v = args[++i];
+        if (next == "1" || next == "0") v = args[++i] == "1" ? "on" : "off";
+      }
+      out.push_back("--flash-attn=" + v);
+      continue;
+    }
+    std::string spelled = a;
+    for (const auto& [from, to] : kSame) {
+      if (name == from) spelled = to + a.substr(name.size());
+    }
+    out.push_back(spelled);
+  }
+  return out;
+}
+
+int parse_args(CLI::App& app, const Args& args, const std::vector<RefusedFlag>& refused) {
+  auto spelled = llama_spellings(args, refused);
+  if (!spelled.ok()) {
+    fmt::print(stderr, "minfer: {}\n", spelled.status().message());
+    return 2;
+  }
+  std::vector<std::string> reversed(spelled->rbegin(), spelled->rend());  // CLI11 consumes from the back
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {
@@ -35,6 +85,76 @@ Result<DType> kv_cache_type(const std::string& flag) {
   if (!type) return invalid_argument("unknown --cache-type '{}' (use f32, f16 or q8_0)", name);
   MINFER_RETURN_IF_ERROR(kv::check_cache_type(*type));
   return *type;
+}
+
+void add_model_arg(CLI::App& app, ModelArg* model, const std::string& what) {
+  app.add_option("model", model->positional, fmt::format("{}: {}", what, kModelForms));
+  app.add_option("-m,--model", model->flag, fmt::format("{} (instead of the positional MODEL)", what));
+}
+
+Result<std::string> take_model(const ModelArg& model, std::vector<std::string*> rest) {
+  if (model.flag.empty()) {
+    if (model.positional.empty())
+      return invalid_argument("no model given: name one as MODEL or with -m MODEL; a model is {}", kModelForms);
+    return model.positional;
+  }
+  std::string carry = model.positional;
+  for (std::string* r : rest) std::swap(carry, *r);
+  if (!carry.empty()) {
+    return invalid_argument("unexpected argument '{}': the model was given with -m '{}'", carry, model.flag);
+  }
+  return model.flag;
+}
+
+Result<std::string> resolve_model_arg(const std::string& arg) {
+  auto path = hub::resolve_model(arg);
+  if (!path.ok() && path.status().code() == StatusCode::kNotFound && !hub::is_model_uri(arg)) {
+    return not_found("model '{}': no such file and no cached model of that name; a model is {}", arg,
+                     kModelForms);
+  }
+  return path;
+}
+
+bool looks_like_model(const std::string& arg) {
+  std::error_code ec;
+  if (std::filesystem::exists(arg, ec) || hub::is_model_uri(arg)) return true;
+  if (arg.find('/') != std::string::npos) return true;
+  if (arg.size() > 5 && arg.compare(arg.size() - 5, 5, ".gguf") == 0) return true;
+  return hub::find_cached(hub::cache_dir(), arg).has_value();
+}
+
+void add_gpu_layers_option(CLI::App& app, int* n_gpu_layers) {
+  app.add_option("--gpu-layers,--n-gpu-layers", *n_gpu_layers,
+                 "layers to offload to a GPU (also -ngl); refused: this build has no GPU backend")
+      ->group("llama.cpp compatibility");
+}
+
+Status check_gpu_layers(const CLI::App& app, int n_gpu_layers) {
+  if (app.count("--gpu-layers") == 0) return {};
+  return unsupported(
+      "-ngl/--gpu-layers {}: this build has no GPU backend (minfer runs on the CPU); drop the flag",
+      n_gpu_layers);
+}
+
+void add_flash_attn_option(CLI::App& app, std::string* value) {
+  app.add_option("--flash-attn", *value,
+                 "on|auto (also -fa): accepted; the CPU attention is always the fused, tiled kernel "
+                 "(no score matrix is built), so it changes nothing; off is refused")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "on" || v == "auto") return "";
+        if (v == "off")
+          return "-fa/--flash-attn off: this build has no unfused attention kernel to switch to (the CPU "
+                 "attention is always the fused, tiled one)";
+        return "expected on, off or auto, got '" + v + "'";
+      })
+      ->group("llama.cpp compatibility");
+}
+
+Status chat_template_file_missing(const std::string& value) {
+  return not_found(
+      "--chat-template '{}': cannot read that file; here --chat-template (and --chat-template-file) is a "
+      "Jinja template file; llama.cpp's built-in template names and inline templates are not supported",
+      value);
 }
 
 }  // namespace minfer::cli

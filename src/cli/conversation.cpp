@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "cli/think_style.h"
+#include "core/env.h"
 #include "engine/session.h"
 
 namespace minfer::cli {
@@ -143,8 +144,7 @@ class Repl {
   static engine::ChatSessionOptions session_options(const ConversationOptions& options) {
     engine::ChatSessionOptions s;
     s.system = options.system;
-    const char* no_shift = std::getenv("MINFER_NO_CONTEXT_SHIFT");
-    s.context_shift = !(no_shift != nullptr && std::string(no_shift) == "1");
+    s.context_shift = !env_flag("MINFER_NO_CONTEXT_SHIFT");
     s.template_vars = options.template_vars;
     return s;
   }

@@ -24,6 +24,25 @@ std::string human(uint64_t bytes) {
   return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", b, units[u]);
 }
 
+// `hf OWNER/REPO` lists the repository's GGUF files without downloading (as the original engine did).
+int list_repo(const hub::Endpoints& endpoints, const std::string& repo) {
+  auto files = hub::hf_list_gguf(endpoints, repo);
+  if (!files.ok()) return fail(files.status());
+  if (files->empty()) return fail(not_found("hf:{}: no GGUF file in the repository", repo));
+  for (const auto& f : *files) {
+    const std::string quant = hub::quant_type_in_name(f.path);
+    fmt::print("{:>10}  {:<7}  {}\n", human(f.size), quant.empty() ? "-" : quant, f.path);
+  }
+  auto chosen = hub::choose_gguf(*files, "");
+  if (chosen.ok()) fmt::print("default (quant preference): {}\n", chosen->front().path);
+  fmt::print("download one: minfer download hf:{}:QUANT (e.g. :{}), or run it: minfer hf:{}:QUANT\n", repo,
+             chosen.ok() && !hub::quant_type_in_name(chosen->front().path).empty()
+                 ? hub::quant_type_in_name(chosen->front().path)
+                 : std::string("q4_k_m"),
+             repo);
+  return 0;
+}
+
 }  // namespace
 
 int download_command(const Args& args) {
@@ -32,17 +51,29 @@ int download_command(const Args& args) {
   bool list = false;
   hub::DownloadOptions options;
   app.add_option("source", source,
-                 "hf:OWNER/REPO[:FILE] | ollama:NAME[:TAG] | hf (with OWNER/REPO and --list)")
+                 "hf:OWNER/REPO[:QUANT|:FILE] | ollama:NAME[:TAG] | hf OWNER/REPO (lists its GGUF files) | "
+                 "ollama NAME[:TAG]")
       ->required();
-  app.add_option("repo", repo, "OWNER/REPO after `hf`");
+  app.add_option("repo", repo, "after `hf`: OWNER/REPO (listed) or OWNER/REPO:QUANT; after `ollama`: NAME[:TAG]");
   app.add_flag("--list", list, "list the repository's GGUF files and sizes, download nothing");
   app.add_option("--retries", options.retries, "extra attempts after a network error (each resumes)")
       ->capture_default_str();
   if (int code = parse_args(app, args); code >= 0) return code;
-  if (source == "hf" && !repo.empty())
+  if ((source == "hf" || source == "ollama") && repo.empty()) {
+    return fail(invalid_argument("download {}: name the {} after it (minfer download {})", source,
+                                 source == "hf" ? "repository" : "model",
+                                 source == "hf" ? "hf OWNER/REPO" : "ollama NAME[:TAG]"));
+  }
+  if (source == "hf") {
+    // The space form of a bare repository lists it, as the original engine did; with :QUANT or :FILE it
+    // downloads like hf:OWNER/REPO:QUANT.
+    if (repo.find(':') == std::string::npos) list = true;
     source = "hf:" + repo;
-  else if (!repo.empty())
+  } else if (source == "ollama") {
+    source = "ollama:" + repo;
+  } else if (!repo.empty()) {
     return fail(invalid_argument("download: unexpected argument '{}'", repo));
+  }
 
   options.progress_bar = isatty(fileno(stderr)) != 0;
   options.on_message = [](const std::string& line) {
@@ -54,13 +85,9 @@ int download_command(const Args& args) {
   if (list) {
     if (uri->kind != hub::ModelUri::Kind::kHf)
       return fail(invalid_argument("download: --list is for hf: repositories"));
-    auto files = hub::hf_list_gguf(options.endpoints, uri->repo);
-    if (!files.ok()) return fail(files.status());
-    if (files->empty()) return fail(not_found("hf:{}: no GGUF file in the repository", uri->repo));
-    for (const auto& f : *files) fmt::print("{:>10}  {}\n", human(f.size), f.path);
-    auto chosen = hub::choose_gguf(*files, "");
-    if (chosen.ok()) fmt::print("default (quant preference): {}\n", chosen->front().path);
-    return 0;
+    if (!uri->file.empty() || !uri->quant.empty())
+      return fail(invalid_argument("download: --list takes a repository without :QUANT or :FILE"));
+    return list_repo(options.endpoints, uri->repo);
   }
   auto entry = hub::download(source, options);
   if (!entry.ok()) return fail(entry.status());

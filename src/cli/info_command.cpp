@@ -13,13 +13,19 @@ int info_command(const Args& args) {
   bool json = false;
   bool no_tensors = false;
   tools::InfoOptions options;
-  app.add_option("model", path, "GGUF file (any part of a split model)")->required();
+  ModelArg model;
+  add_model_arg(app, &model);
   app.add_flag("--json", json, "emit JSON for scripts");
   app.add_flag("--no-tensors", no_tensors, "omit the per-tensor table");
   app.add_option("--array-preview", options.array_preview, "elements shown from each end of long arrays")
       ->check(CLI::Range(0, 1000000));
   if (int code = parse_args(app, args); code >= 0) return code;
   options.show_tensors = !no_tensors;
+  auto taken = take_model(model);
+  if (!taken.ok()) return fail(taken.status());
+  auto resolved = resolve_model_arg(*taken);  // a path, split part, cached name, hf: or ollama: URI
+  if (!resolved.ok()) return fail(resolved.status());
+  path = *resolved;
 
   auto file = gguf::File::open(path);
   if (!file.ok()) return fail(file.status());

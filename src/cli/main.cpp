@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "cli/cli_app.h"
 #include "cli/commands.h"
+#include "core/env.h"
 
 namespace {
 
@@ -16,7 +18,8 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"run", "generate text: minfer [run] <model.gguf> [prompt] [options]", minfer::cli::run_command},
+    {"run", "generate text: minfer [run] MODEL [prompt] [options] (also -m MODEL -p PROMPT)",
+     minfer::cli::run_command},
     {"bench", "measure prompt (pp) and generation (tg) speed, llama-bench style", minfer::cli::bench_command},
     {"info", "print a GGUF file's metadata, tensors, totals and hyperparameters", minfer::cli::info_command},
     {"make-model", "write a random-weight Qwen2/Qwen3 GGUF (tiny or real shapes) for demos and benchmarks",
@@ -35,7 +38,9 @@ constexpr Command kCommands[] = {
     {"split", "split a GGUF model into llama-gguf-split parts (--max-size 200M | --max-tensors N)",
      minfer::cli::split_command},
     {"merge", "merge the parts of a split GGUF model into one file", minfer::cli::merge_command},
-    {"download", "download a model: hf:OWNER/REPO[:FILE] | ollama:NAME[:TAG] (hf OWNER/REPO --list)",
+    {"download",
+     "download a model: hf:OWNER/REPO[:QUANT|:FILE] | ollama:NAME[:TAG]; `download hf OWNER/REPO` lists its "
+     "GGUF files",
      minfer::cli::download_command},
     {"list", "list the cached models (name, source, size, type, date)", minfer::cli::list_command},
     {"rm", "remove a cached model", minfer::cli::rm_command},
@@ -49,15 +54,24 @@ constexpr Command kCommands[] = {
 void print_usage(std::FILE* out) {
   fmt::print(out,
              "minfer: local LLM inference for Qwen-family GGUF models\n\n"
-             "usage: minfer <model.gguf> [prompt] [options]     (same as `minfer run`)\n"
+             "usage: minfer MODEL [prompt] [options]     (same as `minfer run`; flags may come first,\n"
+             "                                           and -m MODEL / -p PROMPT work too)\n"
              "       minfer <command> [options]\n\n");
   for (const Command& c : kCommands) fmt::print(out, "  {:<12} {}\n", c.name, c.summary);
-  fmt::print(out, "\n`minfer <command> --help` describes a command's options.\n");
+  fmt::print(out,
+             "\nMODEL (for every command that opens one, positional or -m/--model) is {}.\n"
+             "`minfer <command> --help` describes a command's options.\n",
+             minfer::cli::kModelForms);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Boolean environment variables (MINFER_OP_TIMING, ...) are refused here, by name, when not a boolean.
+  if (minfer::Status s = minfer::check_bool_env(); !s.ok()) {
+    fmt::print(stderr, "minfer: {}\n", s.message());
+    return 2;
+  }
   if (argc < 2) {
     print_usage(stderr);
     return 2;
@@ -70,11 +84,15 @@ int main(int argc, char** argv) {
   for (const Command& c : kCommands) {
     if (c.name == name) return c.run(minfer::cli::Args(argv + 2, argv + argc));
   }
-  if (name.empty() || name[0] == '-') {
-    fmt::print(stderr, "minfer: expected a command or a model path, got '{}'\n\n", name);
-    print_usage(stderr);
-    return 2;
-  }
-  // Anything else is a model path: `minfer model.gguf "prompt"` is `minfer run model.gguf "prompt"`.
-  return minfer::cli::run_command(minfer::cli::Args(argv + 1, argv + argc));
+  // A flag first (`minfer --cnv MODEL`, `minfer -m MODEL -p PROMPT`) or a model: the default command, run.
+  if ((!name.empty() && name[0] == '-') || minfer::cli::looks_like_model(std::string(name)))
+    return minfer::cli::run_command(minfer::cli::Args(argv + 1, argv + argc));
+  std::string names;
+  for (const Command& c : kCommands) names += fmt::format("{}{}", names.empty() ? "" : ", ", c.name);
+  fmt::print(stderr,
+             "minfer: '{}' is neither a command nor a model\n"
+             "commands: {}\n"
+             "a model is {}; give it first (minfer MODEL [prompt]) or with -m MODEL\n",
+             name, names, minfer::cli::kModelForms);
+  return 2;
 }

@@ -19,7 +19,7 @@ int quantize_command(const Args& args) {
   tools::QuantizeOptions options;
   options.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   bool quiet = false;
-  app.add_option("input", options.input, "source GGUF (f32/f16/bf16 weights)")->required();
+  app.add_option("input", options.input, "source model (f32/f16/bf16 weights): a path, a cached name, hf: or ollama:")->required();
   app.add_option("output", options.output, "GGUF file to write (never the input)")->required();
   app.add_option("--type", options.type, fmt::format("target: {}", fmt::join(quant::file_type_names(), " ")))
       ->required();
@@ -28,6 +28,9 @@ int quantize_command(const Args& args) {
   app.add_option("-t,--threads", options.n_threads, "encoding threads")->capture_default_str();
   app.add_flag("-q,--quiet", quiet, "no per-tensor lines");
   if (int code = parse_args(app, args); code >= 0) return code;
+  auto input = resolve_model_arg(options.input);
+  if (!input.ok()) return fail(input.status());
+  options.input = *input;
 
   if (!quiet) options.on_decision = [](const std::string& line) { fmt::print("{}\n", line); };
   const bool tty = isatty(fileno(stderr)) != 0;

@@ -60,7 +60,9 @@ std::string token_text_or_empty(const tokenizer::Tokenizer& tok, int32_t id) {
 Result<chat::ChatTemplate> load_template(const RunArgs& args, engine::Engine& engine) {
   std::string source;
   if (!args.chat_template_file.empty()) {
-    MINFER_ASSIGN_OR_RETURN(source, read_text_file(args.chat_template_file));
+    auto text = read_text_file(args.chat_template_file);
+    if (!text.ok()) return chat_template_file_missing(args.chat_template_file);
+    source = std::move(*text);
   } else if (engine.file().metadata().contains("tokenizer.chat_template")) {
     MINFER_ASSIGN_OR_RETURN(source, engine.file().metadata().get_string("tokenizer.chat_template"));
   }
@@ -119,21 +121,67 @@ Status dump_graph(const RunArgs& args, engine::Engine& engine, int32_t n_prompt)
   return {};
 }
 
+// The context for a prompt of `n_prompt` tokens. The engine's context holds it: kept. An explicit -c that
+// does not: an error naming both counts. The default context: grown to the prompt plus -n (all of the
+// trained length for -n -1), at most the model's trained length, and said on stderr.
+Result<int32_t> fitted_context(engine::Engine& engine, int32_t n_prompt, int32_t n_predict, bool ctx_given) {
+  const int32_t n_ctx = engine.n_ctx();
+  const int32_t n_train = engine.hparams().n_ctx_train;
+  if (n_prompt < n_ctx) return n_ctx;
+  if (ctx_given && n_ctx < n_train) {
+    return error(StatusCode::kOutOfRange,
+                 "the prompt has {} tokens but -c/--ctx-size is {}; raise -c above {} or leave it unset to "
+                 "fit the prompt",
+                 n_prompt, n_ctx, n_prompt);
+  }
+  if (n_prompt >= n_train) {
+    return error(StatusCode::kOutOfRange,
+                 "the prompt has {} tokens but the model's trained context is {}: it cannot fit", n_prompt,
+                 n_train);
+  }
+  const int64_t want = n_predict >= 0 ? int64_t{n_prompt} + n_predict + 1 : int64_t{n_train};
+  const int32_t grown = static_cast<int32_t>(std::min<int64_t>(n_train, ((want + 255) / 256) * 256));
+  fmt::print(stderr,
+             "minfer: the prompt has {} tokens, more than the default context of {}: context grown to {} "
+             "(the model's trained length is {})\n",
+             n_prompt, n_ctx, grown, n_train);
+  return grown;
+}
+
+// llama-cli flags that mean something else here: refused by name, never reinterpreted.
+const std::vector<RefusedFlag>& run_refusals() {
+  static const std::vector<RefusedFlag> kRefused = {
+      {{"-i", "--interactive", "-if", "--interactive-first"},
+       "llama.cpp's interactive mode is not supported; --cnv is the multi-turn chat"},
+      {{"-r", "--reverse-prompt"},
+       "in llama.cpp this hands control back to the user in interactive mode; here --stop STR ends the "
+       "generation at a string"},
+      {{"-e", "--escape", "--no-escape"},
+       "llama.cpp unescapes \\n and friends in the prompt; minfer passes the prompt through as written"},
+      {{"-ins", "--instruct"}, "llama.cpp's old instruct mode is not supported; --cnv is the chat"},
+  };
+  return kRefused;
+}
+
 }  // namespace
 
 int run_command(const Args& argv) {
   CLI::App app("Generate text with a Qwen-family GGUF model.", "minfer");
   RunArgs args;
   sampling::SamplerConfig sampling;
-  app.add_option(
-         "model", args.model,
-         "GGUF file (any part of a split model), cached model name, hf:OWNER/REPO[:FILE], ollama:NAME[:TAG]")
-      ->required();
-  app.add_option("prompt", args.prompt, "prompt text (read from stdin when omitted)");
+  ModelArg model;
+  std::string prompt_pos, prompt_file, flash_attn = "auto";
+  int gpu_layers = 0;
+  add_model_arg(app, &model);
+  app.add_option("prompt", prompt_pos, "prompt text (read from stdin when omitted)");
+  app.add_option("-p,--prompt", args.prompt, "prompt text (instead of the positional prompt)");
+  app.add_option("-f,--file", prompt_file, "read the prompt from a file");
   app.add_option("-n,--n-predict", args.n_predict, "tokens to generate (-1: until end of generation)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1 << 30));
-  app.add_option("-c,--n-ctx", args.n_ctx, "context size in tokens (clamped to the model's)")
+  app.add_option("-c,--ctx-size,--n-ctx", args.n_ctx,
+                 "context size in tokens (clamped to the model's trained length). Unset: 4096, grown to "
+                 "fit a longer prompt up to the trained length")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
   app.add_option("-t,--threads", args.threads, "threads (0: one per core)")
@@ -143,18 +191,21 @@ int run_command(const Args& argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--stop", args.stop, "stop string (repeatable; never printed)");
-  app.add_option("--system", args.system, "system prompt");
+  app.add_option("--system,--system-prompt", args.system, "system prompt (also -sys)");
   app.add_flag("--no-template", args.no_template, "send the prompt as is, without the chat template");
-  app.add_option("--chat-template", args.chat_template_file,
+  app.add_option("--chat-template,--chat-template-file", args.chat_template_file,
                  "Jinja chat template file overriding the model's");
+  app.add_flag("--jinja")
+      ->description("accepted: chat templates are always rendered by minfer's own Jinja engine")
+      ->group("llama.cpp compatibility");
   app.add_option("--cache-type", args.cache_type,
                  "KV cache type: f32, f16 (default) or q8_0 (env MINFER_CACHE_TYPE)");
   app.add_flag("--meta", args.meta, "print the model's metadata before generating");
   app.add_option("--dump-graph", args.dump_graph, "write the prefill graph as Graphviz DOT and exit");
   app.add_option("--dump-graph-json", args.dump_graph_json, "write the prefill graph as JSON and exit");
   app.add_option("-o,--output", args.output, "text (stream) or json")->check(CLI::IsMember({"text", "json"}));
-  app.add_flag("--cnv", args.cnv,
-               "multi-turn chat: a REPL with /commands (the prompt, if given, is the first turn)")
+  app.add_flag("--cnv,--conversation", args.cnv,
+               "multi-turn chat: a REPL with /commands (the prompt, if given, is the first turn; also -cnv)")
       ->group("Conversation (--cnv)");
   app.add_flag("--single-turn", args.conversation.single_turn,
                "with --cnv: run one turn, then exit (also -st)")
@@ -174,14 +225,25 @@ int run_command(const Args& argv) {
   add_sampling_options(app, sampling);
   SpecArgs spec;
   add_spec_options(app, &spec);
-  // llama.cpp's multi-letter single-dash spellings, which CLI11 cannot declare: -st, -mli.
-  Args spelled = argv;
-  for (std::string& a : spelled) {
-    if (a == "-st") a = "--single-turn";
-    if (a == "-mli") a = "--multiline-input";
+  add_gpu_layers_option(app, &gpu_layers);
+  add_flash_attn_option(app, &flash_attn);
+  if (int code = parse_args(app, argv, run_refusals()); code >= 0) return code;
+  if (Status st = check_gpu_layers(app, gpu_layers); !st.ok()) return fail(st);
+  auto model_arg = take_model(model, {&prompt_pos});
+  if (!model_arg.ok()) return fail(model_arg.status());
+  args.model = *model_arg;
+  const int prompt_sources = (app.count("--prompt") > 0) + (!prompt_pos.empty() || app.count("prompt") > 0) +
+                             (app.count("--file") > 0);
+  if (prompt_sources > 1)
+    return fail(invalid_argument("the prompt was given twice: use one of a positional prompt, -p, -f"));
+  if (!prompt_pos.empty()) args.prompt = prompt_pos;
+  if (!prompt_file.empty()) {
+    auto text = read_text_file(prompt_file);
+    if (!text.ok()) return fail(text.status().with_context("-f/--file: "));
+    args.prompt = std::move(*text);
   }
-  if (int code = parse_args(app, spelled); code >= 0) return code;
-  args.prompt_given = app.count("prompt") > 0;
+  args.prompt_given = prompt_sources > 0;
+  const bool ctx_given = app.count("--ctx-size") > 0;
   if (!args.cnv &&
       (args.conversation.single_turn || args.conversation.multiline || !args.conversation.session.empty())) {
     return fail(invalid_argument("-st, -mli and --session need --cnv"));
@@ -199,8 +261,8 @@ int run_command(const Args& argv) {
   if (!kv_type.ok()) return fail(kv_type.status());
   options.cache_type = *kv_type;
 
-  // A path, a cached short name, or an hf:/ollama: URI (downloaded into the cache first).
-  auto model_path = hub::resolve_model(args.model);
+  // A path, a split part, a cached short name, or an hf:/ollama: URI (downloaded into the cache first).
+  auto model_path = resolve_model_arg(args.model);
   if (!model_path.ok()) return fail(model_path.status());
   args.model = *model_path;
 
@@ -212,6 +274,24 @@ int run_command(const Args& argv) {
 
   auto loaded = engine::Engine::load(args.model, options);
   if (!loaded.ok()) return fail(loaded.status());
+
+  // The prompt (with --cnv: the first turn) as token ids, and a context that holds it.
+  std::vector<int32_t> ids;
+  if (!args.cnv || args.prompt_given) {
+    auto prompt_text = build_prompt(args, **loaded);
+    if (!prompt_text.ok()) return fail(prompt_text.status());
+    const tokenizer::Tokenizer& tok = (*loaded)->tokenizer();
+    ids = tok.encode(*prompt_text, /*parse_special=*/true);
+    if (tok.add_bos() && tok.bos() >= 0) ids.insert(ids.begin(), tok.bos());
+    if (ids.empty() && !args.cnv) return fail(invalid_argument("the prompt is empty"));
+    auto n_ctx = fitted_context(**loaded, static_cast<int32_t>(ids.size()), args.n_predict, ctx_given);
+    if (!n_ctx.ok()) return fail(n_ctx.status());
+    if (*n_ctx != (*loaded)->n_ctx()) {
+      options.n_ctx = *n_ctx;
+      loaded = engine::Engine::load(args.model, options);
+      if (!loaded.ok()) return fail(loaded.status());
+    }
+  }
   engine::Engine& engine = **loaded;
   if (Status st = sampling.validate(engine.n_vocab()); !st.ok()) return fail(st);
   auto inspect_env = InspectEnv::attach(engine);  // MINFER_DUMP_DIR / MINFER_TRACE
@@ -238,13 +318,6 @@ int run_command(const Args& argv) {
     args.conversation.spec = spec.options();
     return run_conversation(engine, std::move(*tmpl), gen, args.conversation);
   }
-
-  auto prompt_text = build_prompt(args, engine);
-  if (!prompt_text.ok()) return fail(prompt_text.status());
-  std::vector<int32_t> ids = engine.tokenizer().encode(*prompt_text, /*parse_special=*/true);
-  if (engine.tokenizer().add_bos() && engine.tokenizer().bos() >= 0)
-    ids.insert(ids.begin(), engine.tokenizer().bos());
-  if (ids.empty()) return fail(invalid_argument("the prompt is empty"));
 
   if (!args.dump_graph.empty() || !args.dump_graph_json.empty()) {
     Status st = dump_graph(args, engine, static_cast<int32_t>(ids.size()));

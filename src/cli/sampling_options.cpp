@@ -15,6 +15,21 @@ std::string read_text_file(const std::string& flag, const std::string& path) {
   return ss.str();
 }
 
+// The original engine's token-id form: ids separated by ',' within a sequence and ';' between sequences
+// ("198;13,2"). A breaker made only of digits would silently become a text breaker: refused instead.
+bool is_token_id_form(const std::string& v) {
+  if (v.empty()) return false;
+  bool digit = false;
+  for (char c : v) {
+    if (c >= '0' && c <= '9') {
+      digit = true;
+    } else if (c != ';' && c != ',' && c != ' ') {
+      return false;
+    }
+  }
+  return digit;
+}
+
 }  // namespace
 
 void add_sampling_options(CLI::App& app, sampling::SamplerConfig* cfg) {
@@ -61,12 +76,20 @@ void add_sampling_options(CLI::App& app, sampling::SamplerConfig* cfg) {
            cfg->dry_sequence_breakers.clear();
            for (const std::string& v : values) {
              if (v == "none") continue;
+             if (is_token_id_form(v)) {
+               throw CLI::ValidationError(
+                   "--dry-sequence-breakers",
+                   "'" + v +
+                       "' is the token-id form (198;13,2), which this build refuses: breakers are strings, "
+                       "as in llama.cpp (e.g. --dry-sequence-breakers '\\n' --dry-sequence-breakers ':')");
+             }
              auto s = sampling::unescape_breaker(v);
              if (!s.ok()) throw CLI::ValidationError("--dry-sequence-breakers", s.status().message());
              cfg->dry_sequence_breakers.push_back(*s);
            }
          },
-         "DRY restart strings (escapes \\n \\t ...), repeatable; 'none' clears; default \\n : \" *")
+         "DRY restart strings (escapes \\n \\t ...), repeatable; 'none' clears; default \\n : \" *; "
+         "the token-id form (198;13,2) is refused")
       ->allow_extra_args(false)
       ->group(g);  // one value per flag: a following prompt is not swallowed
   app.add_option("--xtc-probability", cfg->xtc_probability, "XTC: chance to exclude top choices; 0 = off")
@@ -99,7 +122,7 @@ void add_sampling_options(CLI::App& app, sampling::SamplerConfig* cfg) {
          "ID:BIAS[,ID:BIAS...] added to raw logits, repeatable (bias in [-100, 100])")
       ->allow_extra_args(false)
       ->group(g);
-  app.add_option("--seed", cfg->seed, "RNG seed; a fixed seed reproduces a run (default: random)")->group(g);
+  app.add_option("-s,--seed", cfg->seed, "RNG seed; a fixed seed reproduces a run (default: random)")->group(g);
 
   const std::string c = "Constrained decoding (one of)";
   CLI::Option* gf =

@@ -64,7 +64,7 @@ Result<chat::ChatTemplate> load_template(const ServeArgs& args, engine::Engine& 
   std::string source;
   if (!args.chat_template_file.empty()) {
     std::ifstream in(args.chat_template_file, std::ios::binary);
-    if (!in) return not_found("cannot read '{}'", args.chat_template_file);
+    if (!in) return chat_template_file_missing(args.chat_template_file);
     std::stringstream ss;
     ss << in.rdbuf();
     source = ss.str();
@@ -100,15 +100,18 @@ int serve_command(const Args& argv) {
   CLI::App app("Serve a model over an OpenAI-compatible HTTP API with continuous batching.", "minfer serve");
   ServeArgs args;
   sampling::SamplerConfig sampling;
-  app.add_option("model", args.model, "GGUF model file")->required();
+  ModelArg model;
+  int gpu_layers = 0;
+  std::string flash_attn = "auto";
+  add_model_arg(app, &model);
   app.add_option("--host", args.host, "address to bind")->capture_default_str();
   app.add_option("--port", args.port, "port to bind (0: any free port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
-  app.add_option("--n-slots", args.n_slots, "sequences decoded together")
+  app.add_option("--n-slots,--parallel", args.n_slots, "sequences decoded together (also -np)")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
-  app.add_option("-c,--n-ctx", args.n_ctx, "total context (KV cells) shared by the slots")
+  app.add_option("-c,--ctx-size,--n-ctx", args.n_ctx, "total context (KV cells) shared by the slots")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
   app.add_option("--queue-depth", args.queue_depth,
@@ -117,7 +120,7 @@ int serve_command(const Args& argv) {
       ->check(CLI::Range(0, 1 << 16));
   app.add_option("--api-key", args.api_key,
                  "require Authorization: Bearer KEY on /v1 and /metrics (env MINFER_API_KEY)");
-  app.add_option("--alias", args.alias, "model id reported by /v1/models (default: the file name)");
+  app.add_option("-a,--alias", args.alias, "model id reported by /v1/models (default: the file name)");
   app.add_option("--slots-file", args.slots_file,
                  "save slot contexts here after each request; restore at start");
   app.add_option("--max-body", args.max_body, "largest request body (e.g. 8M, 512k)")->capture_default_str();
@@ -129,15 +132,32 @@ int serve_command(const Args& argv) {
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--cache-type", args.cache_type,
                  "KV cache type: f32, f16 (default) or q8_0 (env MINFER_CACHE_TYPE)");
-  app.add_option("--chat-template", args.chat_template_file,
+  app.add_option("--chat-template,--chat-template-file", args.chat_template_file,
                  "Jinja chat template file overriding the model's");
+  app.add_flag("--jinja")
+      ->description("accepted: chat templates are always rendered by minfer's own Jinja engine")
+      ->group("llama.cpp compatibility");
   app.add_option("--reasoning-format", args.reasoning_format,
                  "auto: a leading <think> block goes to reasoning_content; none: keep it in content")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "none", "deepseek"}));
   add_sampling_options(app, sampling);
   add_spec_options(app, &args.spec);
+  add_gpu_layers_option(app, &gpu_layers);
+  add_flash_attn_option(app, &flash_attn);
   if (int code = parse_args(app, argv); code >= 0) return code;
+  if (Status st = check_gpu_layers(app, gpu_layers); !st.ok()) return fail(st);
+  auto model_arg = take_model(model);
+  if (!model_arg.ok()) return fail(model_arg.status());
+  // A path, a split part, a cached short name, or an hf:/ollama: URI (downloaded before the port opens).
+  auto model_path = resolve_model_arg(*model_arg);
+  if (!model_path.ok()) return fail(model_path.status());
+  args.model = *model_path;
+  if (!args.spec.draft_model.empty()) {
+    auto draft_path = resolve_model_arg(args.spec.draft_model);
+    if (!draft_path.ok()) return fail(draft_path.status().with_context("--spec-draft: "));
+    args.spec.draft_model = *draft_path;
+  }
   if (!args.spec.draft_model.empty() && args.spec.lookup_n > 0)
     return fail(invalid_argument("--spec-draft and --spec-lookup are exclusive"));
   if (args.spec.enabled() && sampling.mirostat != 0) {

@@ -1,9 +1,12 @@
 #include "cli/spec_options.h"
 
+#include "cli/cli_app.h"
+
 namespace minfer::cli {
 
 void add_spec_options(CLI::App& app, SpecArgs* args) {
-  app.add_option("--spec-draft", args->draft_model, "speculative decoding: draft model (same vocabulary)");
+  app.add_option("--spec-draft,--model-draft", args->draft_model,
+                 "speculative decoding: draft model (same vocabulary; any model form; also -md)");
   app.add_option("--spec-draft-n", args->draft_n,
                  "tokens drafted per round (the cap with --spec-draft-adaptive)")
       ->capture_default_str()
@@ -28,7 +31,9 @@ Result<std::unique_ptr<engine::Drafter>> make_drafter(const SpecArgs& args, engi
   }
   if (args.lookup_n > 0) return std::unique_ptr<engine::Drafter>(std::make_unique<engine::LookupDrafter>());
   engine::EngineOptions o = target.options();
-  auto draft = engine::Engine::load(args.draft_model, o);
+  auto draft_path = resolve_model_arg(args.draft_model);
+  if (!draft_path.ok()) return draft_path.status().with_context("--spec-draft: ");
+  auto draft = engine::Engine::load(*draft_path, o);
   if (!draft.ok()) return draft.status().with_context("--spec-draft: ");
   auto drafter = engine::ModelDrafter::create(std::move(*draft), target);
   if (!drafter.ok()) return drafter.status().with_context("--spec-draft: ");

@@ -17,7 +17,8 @@ int specverify_command(const Args& argv) {
   std::vector<int32_t> nts = {1, 2, 3, 5, 9, 17};
   int32_t depth = 512, threads = 0;
   int reps = 10;
-  app.add_option("model", model, "GGUF model")->required();
+  ModelArg model_arg;
+  add_model_arg(app, &model_arg);
   app.add_option("-p,--depth", depth, "tokens in the cache before each step")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
@@ -35,6 +36,11 @@ int specverify_command(const Args& argv) {
       ->check(CLI::IsMember({"md", "json"}))
       ->capture_default_str();
   if (int code = parse_args(app, argv); code >= 0) return code;
+  auto taken = take_model(model_arg);
+  if (!taken.ok()) return fail(taken.status());
+  auto resolved = resolve_model_arg(*taken);
+  if (!resolved.ok()) return fail(resolved.status());
+  model = *resolved;
 
   int32_t max_nt = 1;
   for (int32_t nt : nts) max_nt = std::max(max_nt, nt);

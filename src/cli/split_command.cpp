@@ -12,7 +12,7 @@ int split_command(const Args& args) {
                "minfer split");
   tools::SplitOptions options;
   std::string max_size;
-  app.add_option("input", options.input, "GGUF model (a single file)")->required();
+  app.add_option("input", options.input, "GGUF model (a single file; a cached name, hf: or ollama: work too)")->required();
   app.add_option("output_prefix", options.output_prefix, "parts are OUT_PREFIX-00001-of-0000K.gguf")
       ->required();
   auto* size =
@@ -20,6 +20,9 @@ int split_command(const Args& args) {
   auto* tensors = app.add_option("--max-tensors", options.max_tensors, "most tensors per part");
   size->excludes(tensors);
   if (int code = parse_args(app, args); code >= 0) return code;
+  auto input = resolve_model_arg(options.input);
+  if (!input.ok()) return fail(input.status());
+  options.input = *input;
   if (!max_size.empty()) {
     auto bytes = tools::parse_split_size(max_size);
     if (!bytes.ok()) return fail(bytes.status());

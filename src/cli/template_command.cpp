@@ -75,7 +75,8 @@ int template_command(const Args& args) {
   std::string tools_path;
   bool add_generation_prompt = false;
   std::vector<std::string> vars;
-  app.add_option("template", path, "model.gguf (uses its tokenizer.chat_template) or a template file")->required();
+  ModelArg model;
+  add_model_arg(app, &model, "a model (its tokenizer.chat_template is used) or a template file");
   app.add_option("--messages", messages_path,
                  "JSON file: a messages array, or an object with messages (and optionally tools, "
                  "add_generation_prompt, template_vars)")
@@ -85,6 +86,11 @@ int template_command(const Args& args) {
   app.add_option("--var", vars, "extra template variable key=<json>, e.g. --var enable_thinking=false (repeatable)")
       ->allow_extra_args(false);
   if (int code = parse_args(app, args); code >= 0) return code;
+  auto taken = take_model(model);
+  if (!taken.ok()) return fail(taken.status());
+  auto resolved = resolve_model_arg(*taken);  // a template file is a path: kept as is
+  if (!resolved.ok()) return fail(resolved.status());
+  path = *resolved;
 
   std::string source;
   bool has_template = true;

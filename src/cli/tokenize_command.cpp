@@ -61,8 +61,11 @@ int tokenize_command(const Args& args) {
   bool pieces_only = false;
   bool json = false;
   bool timing = false;
-  app.add_option("model", path, "GGUF file with a tokenizer (a vocab-only file works)")->required();
-  app.add_option("text", text, "text to tokenize, or - to read stdin")->required();
+  ModelArg model;
+  std::string text_flag;
+  add_model_arg(app, &model, "a GGUF with a tokenizer (a vocab-only file works)");
+  app.add_option("text", text, "text to tokenize, or - to read stdin");
+  app.add_option("-p,--prompt", text_flag, "the text (instead of the positional TEXT)");
   app.add_flag("--no-special", no_special, "treat control tokens such as <|im_start|> as plain text");
   auto* ids_flag = app.add_flag("--ids", ids_only, "print only the ids, as [1, 2, 3]");
   auto* pieces_flag = app.add_flag("--pieces", pieces_only, "print only the pieces, one per line");
@@ -71,6 +74,16 @@ int tokenize_command(const Args& args) {
   pieces_flag->excludes(json_flag);
   app.add_flag("--time", timing, "report load time and encoding speed on stderr");
   if (int code = parse_args(app, args); code >= 0) return code;
+  auto taken = take_model(model, {&text});
+  if (!taken.ok()) return fail(taken.status());
+  auto resolved = resolve_model_arg(*taken);
+  if (!resolved.ok()) return fail(resolved.status());
+  path = *resolved;
+  if (!text_flag.empty() && !text.empty())
+    return fail(invalid_argument("the text was given twice: as TEXT and with -p"));
+  if (!text_flag.empty()) text = text_flag;
+  if (text.empty() && app.count("text") == 0 && app.count("--prompt") == 0)
+    return fail(invalid_argument("no text given: minfer tokenize MODEL TEXT (or -p TEXT; - reads stdin)"));
 
   if (text == "-") text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   const auto t0 = std::chrono::steady_clock::now();

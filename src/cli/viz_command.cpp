@@ -26,13 +26,14 @@ int viz_command(const Args& argv) {
   viz::VizOptions vopts;
   CLI::App app{"web page: the compute graph, live inference, tensor statistics and top-5 logits",
                "minfer viz"};
-  app.add_option("model", model, "GGUF model file (or a cached name, hf:, ollama:)")->required();
+  ModelArg model_arg;
+  add_model_arg(app, &model_arg);
   app.add_option("--host", host, "address to bind (loopback by default: the page runs prompts)")
       ->capture_default_str();
   app.add_option("--port", port, "port to bind (0: any free port)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
-  app.add_option("-c,--n-ctx", n_ctx, "context (KV cells)")
+  app.add_option("-c,--ctx-size,--n-ctx", n_ctx, "context (KV cells)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
   app.add_option("-t,--threads", threads, "threads (0: one per core)")
@@ -46,7 +47,10 @@ int viz_command(const Args& argv) {
   if (int code = parse_args(app, argv); code >= 0) return code;
   auto kv_type = kv_cache_type(cache_type);
   if (!kv_type.ok()) return fail(kv_type.status());
-  auto path = hub::resolve_model(model);
+  auto taken = take_model(model_arg);
+  if (!taken.ok()) return fail(taken.status());
+  model = *taken;
+  auto path = resolve_model_arg(model);
   if (!path.ok()) return fail(path.status());
 
   sigset_t signals;  // taken by sigwait below; blocked before any thread starts

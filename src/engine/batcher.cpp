@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <future>
 
+#include "core/env.h"
 #include "engine/batcher_worker.h"
 
 namespace minfer::engine {
@@ -64,8 +65,7 @@ Result<std::unique_ptr<Batcher>> Batcher::create(Engine& engine, const BatcherOp
     MINFER_ASSIGN_OR_RETURN(impl->drafter,
                             batching::BatchDrafter::create(engine, options.draft_model, options.spec));
   }
-  const char* timing = std::getenv("MINFER_OP_TIMING");
-  impl->op_timing = timing != nullptr && std::string(timing) == "1";
+  MINFER_ASSIGN_OR_RETURN(impl->op_timing, env_bool("MINFER_OP_TIMING"));
   engine.kv().clear();
   impl->slots.resize(static_cast<size_t>(options.n_slots));
   for (size_t i = 0; i < impl->slots.size(); ++i) impl->slots[i].seq = static_cast<kv::SeqId>(i);

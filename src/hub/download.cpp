@@ -17,9 +17,11 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <openssl/evp.h>
 #include <nlohmann/json.hpp>
 
@@ -356,7 +358,10 @@ Result<std::string> get_text(const DownloadOptions& o, const std::string& url, c
 }
 
 std::string canonical_uri(const ModelUri& u) {
-  if (u.kind == ModelUri::Kind::kHf) return u.file.empty() ? "hf:" + u.repo : "hf:" + u.repo + ":" + u.file;
+  if (u.kind == ModelUri::Kind::kHf) {
+    if (!u.quant.empty()) return "hf:" + u.repo + ":" + u.quant;
+    return u.file.empty() ? "hf:" + u.repo : "hf:" + u.repo + ":" + u.file;
+  }
   std::string name = u.repo.rfind("library/", 0) == 0 ? u.repo.substr(8) : u.repo;
   return "ollama:" + name + ":" + u.tag;
 }
@@ -377,12 +382,30 @@ std::string file_type_of(const std::string& path) {
   return fmt::format("ftype {}", *ft);
 }
 
+// The cached copy a URI names: by its canonical URI, or for an hf: quant tag, a cached file of that
+// repository whose name holds the tag.
+std::optional<CacheEntry> find_cached_uri(const std::string& cache, const ModelUri& u) {
+  if (u.kind == ModelUri::Kind::kHf && !u.quant.empty()) {
+    auto all = list_cache(cache);
+    if (!all.ok()) return std::nullopt;
+    for (const CacheEntry& e : *all) {
+      if (e.source == "hf" && e.repo == u.repo && !e.files.empty() && file_has_quant(e.files.front(), u.quant))
+        return e;
+    }
+    return std::nullopt;
+  }
+  return find_cached(cache, canonical_uri(u));
+}
+
 Result<CacheEntry> download_hf(const ModelUri& u, const DownloadOptions& o) {
   MINFER_ASSIGN_OR_RETURN(std::vector<RepoFile> all, hf_list_gguf(o.endpoints, u.repo));
-  MINFER_ASSIGN_OR_RETURN(std::vector<RepoFile> chosen, choose_gguf(all, u.file));
+  auto picked = choose_gguf(all, u.file, u.quant);
+  if (!picked.ok()) return picked.status().with_context(fmt::format("hf:{}: ", u.repo));
+  std::vector<RepoFile> chosen = std::move(*picked);
   if (u.file.empty() && o.on_message) {
-    o.on_message(fmt::format("hf:{}: chose {}{} by quant preference\n", u.repo, chosen.front().path,
-                             chosen.size() > 1 ? fmt::format(" ({} parts)", chosen.size()) : ""));
+    o.on_message(fmt::format("hf:{}: chose {}{} {}\n", u.repo, chosen.front().path,
+                             chosen.size() > 1 ? fmt::format(" ({} parts)", chosen.size()) : "",
+                             u.quant.empty() ? "by quant preference" : "for quant " + u.quant));
   }
   CacheEntry e;
   e.source = "hf";
@@ -503,11 +526,19 @@ Result<ModelUri> parse_model_uri(const std::string& text) {
     const std::string rest = text.substr(3);
     const size_t colon = rest.find(':');
     u.repo = rest.substr(0, colon);
-    if (colon != std::string::npos) u.file = rest.substr(colon + 1);
+    if (colon != std::string::npos) {
+      const std::string part = rest.substr(colon + 1);
+      const bool is_file = part.find('/') != std::string::npos ||
+                           (part.size() > 5 && lower(part.substr(part.size() - 5)) == ".gguf");
+      (is_file ? u.file : u.quant) = part;
+    }
     const size_t slash = u.repo.find('/');
     if (slash == std::string::npos || slash == 0 || slash + 1 == u.repo.size() ||
-        u.repo.find('/', slash + 1) != std::string::npos || (colon != std::string::npos && u.file.empty())) {
-      return invalid_argument("'{}': expected hf:OWNER/REPO or hf:OWNER/REPO:FILE", text);
+        u.repo.find('/', slash + 1) != std::string::npos ||
+        (colon != std::string::npos && u.file.empty() && u.quant.empty()) ||
+        u.quant.find(':') != std::string::npos) {
+      return invalid_argument("'{}': expected hf:OWNER/REPO, hf:OWNER/REPO:QUANT or hf:OWNER/REPO:FILE.gguf",
+                              text);
     }
     return u;
   }
@@ -579,10 +610,47 @@ Result<std::vector<RepoFile>> hf_list_gguf(const Endpoints& endpoints, const std
   return out;
 }
 
-Result<std::vector<RepoFile>> choose_gguf(const std::vector<RepoFile>& files, const std::string& wanted) {
+bool file_has_quant(const std::string& file, const std::string& quant) {
+  if (quant.empty()) return false;
+  const std::string name = upper(fs::path(file).filename().string()), tag = upper(quant);
+  for (size_t at = name.find(tag); at != std::string::npos; at = name.find(tag, at + 1)) {
+    const size_t end = at + tag.size();
+    const bool left = at == 0 || !std::isalnum(static_cast<unsigned char>(name[at - 1]));
+    // '_' continues a quant name on the right ("Q4_K" is not "Q4_K_M", "Q4_0" is not "Q4_0_4_4").
+    const bool right =
+        end == name.size() || (!std::isalnum(static_cast<unsigned char>(name[end])) && name[end] != '_');
+    if (left && right) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> quants_in(const std::vector<RepoFile>& files) {
+  std::vector<std::string> out;
+  for (const RepoFile& f : files) {
+    const std::string q = quant_type_in_name(f.path);
+    if (!q.empty() && std::find(out.begin(), out.end(), q) == out.end()) out.push_back(q);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<std::vector<RepoFile>> choose_gguf(const std::vector<RepoFile>& files, const std::string& wanted,
+                                          const std::string& quant) {
   if (files.empty()) return not_found("no GGUF file in the repository");
   const RepoFile* pick = nullptr;
-  if (!wanted.empty()) {
+  if (wanted.empty() && !quant.empty()) {
+    for (const RepoFile& f : files) {  // sorted by name: a split set's first part comes first
+      if (pick == nullptr && file_has_quant(f.path, quant)) pick = &f;
+    }
+    if (pick == nullptr) {
+      const std::vector<std::string> quants = quants_in(files);
+      std::string names;
+      for (const RepoFile& f : files) names += (names.empty() ? "" : ", ") + f.path;
+      return not_found("no file with quant '{}' in the repository; its quants: {} (GGUF files: {})", quant,
+                       quants.empty() ? std::string("none recognised") : fmt::format("{}", fmt::join(quants, ", ")),
+                       names);
+    }
+  } else if (!wanted.empty()) {
     for (const RepoFile& f : files) {
       if (f.path == wanted) pick = &f;
     }
@@ -619,8 +687,8 @@ Result<std::vector<RepoFile>> choose_gguf(const std::vector<RepoFile>& files, co
 Result<CacheEntry> download(const std::string& uri, const DownloadOptions& options) {
   MINFER_ASSIGN_OR_RETURN(ModelUri u, parse_model_uri(uri));
   if (u.kind == ModelUri::Kind::kHf) {
-    if (!u.file.empty()) {
-      if (auto e = find_cached(options.cache, canonical_uri(u))) return *e;
+    if (!u.file.empty() || !u.quant.empty()) {
+      if (auto e = find_cached_uri(options.cache, u)) return *e;
     }
     return download_hf(u, options);
   }
@@ -631,7 +699,7 @@ Result<CacheEntry> download(const std::string& uri, const DownloadOptions& optio
 Result<std::string> resolve_model(const std::string& arg, const DownloadOptions& options) {
   if (is_model_uri(arg)) {
     MINFER_ASSIGN_OR_RETURN(ModelUri u, parse_model_uri(arg));
-    if (auto e = find_cached(options.cache, canonical_uri(u))) return e->path();  // no network
+    if (auto e = find_cached_uri(options.cache, u)) return e->path();  // no network
     MINFER_ASSIGN_OR_RETURN(CacheEntry e, download(arg, options));
     return e.path();
   }
@@ -641,8 +709,8 @@ Result<std::string> resolve_model(const std::string& arg, const DownloadOptions&
     if (auto e = find_cached(options.cache, arg)) return e->path();
   }
   return not_found(
-      "'{}': no such file, and no cached model of that name (minfer list shows them; hf:OWNER/REPO "
-      "and ollama:NAME[:TAG] download one)",
+      "'{}': no such file, and no cached model of that name (minfer list shows them; "
+      "hf:OWNER/REPO[:QUANT] and ollama:NAME[:TAG] download one)",
       arg);
 }
 

@@ -27,12 +27,14 @@ struct Endpoints {
 struct ModelUri {
   enum class Kind { kHf, kOllama } kind = Kind::kHf;
   std::string repo;  // hf: OWNER/REPO; ollama: NAMESPACE/NAME ("library/qwen2.5")
-  std::string file;  // hf: a file in the repo ("" = choose by quant preference)
+  std::string file;  // hf: a file in the repo ("" = choose by quant tag or quant preference)
+  std::string quant; // hf: a quant tag ("q4_k_m", "Q8_0"), matched case-insensitively in the file names
   std::string tag;   // ollama: "latest" when absent
 };
 
 bool is_model_uri(const std::string& text);  // starts with "hf:" or "ollama:"
-// "hf:OWNER/REPO[:FILE]", "ollama:NAME[:TAG]", "ollama:NAMESPACE/NAME[:TAG]". Fails naming the text.
+// "hf:OWNER/REPO[:QUANT|:FILE]", "ollama:NAME[:TAG]", "ollama:NAMESPACE/NAME[:TAG]". After the repository, a
+// part ending in .gguf (or holding a '/') is a FILE, anything else a QUANT tag. Fails naming the text.
 Result<ModelUri> parse_model_uri(const std::string& text);
 
 struct RepoFile {
@@ -43,9 +45,17 @@ struct RepoFile {
 
 // The GGUF files of a Hugging Face repository (GET /api/models/{repo}/tree/main?recursive=true).
 Result<std::vector<RepoFile>> hf_list_gguf(const Endpoints& endpoints, const std::string& repo);
-// The files to download for `wanted` ("" = by quant preference Q4_K_M, Q4_0, Q8_0, Q5_K_M, Q6_K, ...),
-// all parts when it is (or belongs to) a split set. Fails when the repo has no GGUF or `wanted` is absent.
-Result<std::vector<RepoFile>> choose_gguf(const std::vector<RepoFile>& files, const std::string& wanted);
+// The files to download for `wanted` (a file), else for `quant` (a quant tag, any case: the first file by
+// name whose name holds it as a whole word, "Q4_K_M" in "Qwen-Q4_K_M.gguf"), else by quant preference
+// Q4_K_M, Q4_0, Q8_0, Q5_K_M, Q6_K, ...; all parts when it is (or belongs to) a split set. Fails when the
+// repo has no GGUF, `wanted` is absent, or no file has `quant` (listing the quants the repo has).
+Result<std::vector<RepoFile>> choose_gguf(const std::vector<RepoFile>& files, const std::string& wanted,
+                                          const std::string& quant = "");
+// Whether `file`'s name holds the quant tag `quant` (case-insensitive, a whole word: not followed by a
+// letter, digit or '_', so "Q4_K" does not match "Q4_K_M").
+bool file_has_quant(const std::string& file, const std::string& quant);
+// The quant types named in the files ("Q4_0", "Q4_K_M", ...), sorted and distinct.
+std::vector<std::string> quants_in(const std::vector<RepoFile>& files);
 
 struct DownloadOptions {
   Endpoints endpoints = Endpoints::from_env();
@@ -62,9 +72,11 @@ struct DownloadOptions {
 // model), no GGUF in the repo, sha256 mismatch, disk full, network (run again to resume).
 Result<CacheEntry> download(const std::string& uri, const DownloadOptions& options);
 
-// The model path for a command-line model argument, used by `run`, `bench` and `serve`:
-//   an existing file -> itself; "hf:..."/"ollama:..." -> the cached copy, downloaded first if absent;
-//   a cached short name -> its path (no network). Anything else is kNotFound naming the argument.
+// The model path for a command-line model argument, used by every command that opens a model (through
+// cli::resolve_model_arg):
+//   an existing file (a split part too) -> itself; "hf:..."/"ollama:..." -> the cached copy (for a quant
+//   tag: a cached file of that repo with that quant), downloaded first if absent; a cached short name ->
+//   its path (no network). Anything else is kNotFound naming the argument.
 Result<std::string> resolve_model(const std::string& arg);
 Result<std::string> resolve_model(const std::string& arg, const DownloadOptions& options);
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/env.h"
 #include "graph/passes/liveness.h"
 
 namespace minfer::sched {
@@ -77,8 +78,7 @@ class OffsetAllocator {
 
 Scheduler::Scheduler(std::vector<backend::Backend*> backends, ThreadPool* pool)
     : backends_(std::move(backends)), pool_(pool) {
-  const char* timing = std::getenv("MINFER_OP_TIMING");
-  op_timing_ = timing != nullptr && std::strcmp(timing, "1") == 0;
+  op_timing_ = env_flag("MINFER_OP_TIMING");
   std::stable_sort(backends_.begin(), backends_.end(),
                    [](const backend::Backend* a, const backend::Backend* b) { return a->priority() > b->priority(); });
 }

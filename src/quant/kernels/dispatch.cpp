@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/env.h"
 #include "core/log.h"
 #include "quant/kernels/kernels.h"
 
@@ -58,11 +59,6 @@ X86Features detect_x86() {
   return f;
 }
 #endif
-
-bool env_set(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
-}
 
 // Whether this CPU and OS can run `isa`'s kernels (compiled in or not).
 bool hardware_supports(Isa isa) {
@@ -142,8 +138,8 @@ Isa compute_detected() {
     }
     if (!known) MINFER_LOG_WARN("kernels: unknown MINFER_CPU_ISA='{}' ignored", s);
   }
-  if (isa == Isa::kAvx512 && env_set("MINFER_NO_AVX512")) isa = widest_below(Isa::kAvx512);
-  if ((isa == Isa::kAvx2 || isa == Isa::kAvxVnni) && env_set("MINFER_NO_AVX2")) isa = Isa::kGeneric;
+  if (isa == Isa::kAvx512 && env_flag("MINFER_NO_AVX512")) isa = widest_below(Isa::kAvx512);
+  if ((isa == Isa::kAvx2 || isa == Isa::kAvxVnni) && env_flag("MINFER_NO_AVX2")) isa = Isa::kGeneric;
   return isa;
 }
 

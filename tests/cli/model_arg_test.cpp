@@ -1,0 +1,472 @@
+// Issue 27, through the real binary: one model-argument rule for every command (a path, a split part, a
+// cached short name, hf:OWNER/REPO:QUANT through a loopback Hub mirror, -m/--model, flags before the
+// model), llama.cpp's flag spellings and the refusals of the ones that mean something else, the
+// `download hf REPO` listing and the space forms, a context that grows to fit a long prompt, the DRY
+// token-id form refused by name, and boolean environment variables. Error texts are asserted, not only
+// exit codes.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/fixtures.h"
+#include "core/env.h"
+#include "hub/cache.h"
+#include "hub/hub_mirror.h"
+#include "tools/synthetic_model.h"
+
+namespace minfer::cli {
+namespace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Ran {
+  int rc = -1;
+  std::string out, err;
+  std::string all() const { return out + err; }
+};
+
+// Runs the built `minfer` with `args`, extra environment "K=V" entries and `input` on stdin. When `until`
+// appears on stdout, the process gets SIGTERM (a server). Killed after `seconds`.
+Ran run_minfer(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+               const std::string& input = "", const std::string& until = "", double seconds = 120) {
+  int in[2], out[2], err[2];
+  EXPECT_EQ(::pipe(in), 0);
+  EXPECT_EQ(::pipe(out), 0);
+  EXPECT_EQ(::pipe(err), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(in[0], 0);
+    ::dup2(out[1], 1);
+    ::dup2(err[1], 2);
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
+    for (const std::string& kv : env) {
+      const size_t eq = kv.find('=');
+      ::setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+    }
+    std::vector<char*> argv;
+    std::string bin = MINFER_BINARY;
+    argv.push_back(bin.data());
+    std::vector<std::string> copy = args;
+    for (std::string& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(bin.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(in[0]);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (!input.empty()) {
+    EXPECT_EQ(::write(in[1], input.data(), input.size()), static_cast<ssize_t>(input.size()));
+  }
+  ::close(in[1]);
+  Ran r;
+  int fds[2] = {out[0], err[0]};
+  bool termed = false;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    if (Clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ADD_FAILURE() << "minfer did not finish in " << seconds << " s";
+      break;
+    }
+    std::vector<pollfd> p;
+    for (int fd : fds) {
+      if (fd >= 0) p.push_back({fd, POLLIN, 0});
+    }
+    if (::poll(p.data(), p.size(), 200) <= 0) continue;
+    for (const pollfd& q : p) {
+      if (!(q.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[4096];
+      const ssize_t n = ::read(q.fd, buf, sizeof buf);
+      std::string& sink = q.fd == out[0] ? r.out : r.err;
+      if (n > 0) {
+        sink.append(buf, static_cast<size_t>(n));
+      } else {
+        ::close(q.fd);
+        for (int& fd : fds) {
+          if (fd == q.fd) fd = -1;
+        }
+      }
+    }
+    if (!until.empty() && !termed && r.out.find(until) != std::string::npos) {
+      ::kill(pid, SIGTERM);
+      termed = true;
+    }
+  }
+  for (int fd : fds) {
+    if (fd >= 0) ::close(fd);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string model_bytes(int seed = 5) {
+  tools::SyntheticOptions o;
+  o.shape = *tools::synthetic_preset("tiny-qwen3");
+  o.shape.n_ctx_train = 8192;
+  o.seed = static_cast<uint64_t>(seed);
+  auto w = tools::make_synthetic_model(o);
+  EXPECT_TRUE(w.ok());
+  auto bytes = w->to_bytes();
+  EXPECT_TRUE(bytes.ok());
+  return std::string(bytes->begin(), bytes->end());
+}
+
+void write(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+class ModelArgTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(test::temp_dir() + "/model-arg");
+    fs::remove_all(*dir_);
+    fs::create_directories(*dir_);
+    write(model(), model_bytes());
+    // The same model cached under a short name.
+    hub::CacheEntry e;
+    e.name = "tiny-cached-q8_0";
+    e.source = "hf";
+    e.uri = "hf:acme/cached:tiny-cached-Q8_0.gguf";
+    e.repo = "acme/cached";
+    e.files = {"tiny-cached-Q8_0.gguf"};
+    e.type = "Q8_0";
+    e.date = "2026-12-02 04:00";
+    e.dir = hub::model_dir(cache(), e.name);
+    fs::create_directories(e.dir);
+    fs::copy_file(model(), e.path());
+    e.size = fs::file_size(e.path());
+    ASSERT_TRUE(hub::write_entry(e).ok());
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string model() { return *dir_ + "/tiny.gguf"; }
+  static std::string cache() { return *dir_ + "/cache"; }
+  static std::string cache_env() { return "MINFER_CACHE=" + cache(); }
+  static std::string* dir_;
+};
+std::string* ModelArgTest::dir_ = nullptr;
+
+const std::vector<std::string> kQuick = {"-n", "2", "-t", "1", "--temp", "0", "-o", "json"};
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST_F(ModelArgTest, EveryRunFormOpensTheModel) {
+  const std::string m = model();
+  const std::vector<std::vector<std::string>> forms = {
+      with({m, "hi"}, kQuick),                       // minfer MODEL PROMPT
+      with({"run", m, "hi"}, kQuick),                // minfer run MODEL PROMPT
+      with({"-m", m, "-p", "hi"}, kQuick),           // llama-cli: minfer -m MODEL -p PROMPT
+      with({"run", "-m", m, "-p", "hi"}, kQuick),    // minfer run -m MODEL
+      with({"-m", m, "hi"}, kQuick),                 // -m and a positional prompt
+      with({"--greedy", "-n", "2", m, "hi"}, {"-t", "1", "-o", "json"}),  // flags before the model
+      with({"tiny-cached-q8_0", "hi"}, kQuick),      // a cached short name
+      with({"--model", "tiny-cached-q8_0", "--prompt", "hi"}, kQuick),
+  };
+  nlohmann::json first;
+  for (const auto& args : forms) {
+    const Ran r = run_minfer(args, {cache_env()});
+    ASSERT_EQ(r.rc, 0) << fmt::format("{}", fmt::join(args, " ")) << "\n" << r.err;
+    const auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << r.out;
+    if (first.is_null()) first = j;
+    EXPECT_EQ(j["prompt_ids"], first["prompt_ids"]) << fmt::format("{}", fmt::join(args, " "));
+    EXPECT_EQ(j["generated_ids"], first["generated_ids"]) << "the same greedy run, however the model is named";
+  }
+  // `minfer --cnv MODEL`: flags first, the conversation reads its turns from stdin.
+  const Ran cnv = run_minfer({"--cnv", "-st", m, "-n", "2", "-t", "1", "--temp", "0"}, {}, "hello\n");
+  EXPECT_EQ(cnv.rc, 0) << cnv.err;
+  const Ran cnv2 = run_minfer({"-cnv", "-m", m, "-n", "2", "-t", "1", "--temp", "0", "-p", "hi", "-st"});
+  EXPECT_EQ(cnv2.rc, 0) << cnv2.err;
+}
+
+TEST_F(ModelArgTest, EveryCommandThatOpensAModelTakesACachedNameAndMinusM) {
+  const std::vector<std::string> env = {cache_env()};
+  Ran r = run_minfer({"info", "tiny-cached-q8_0", "--no-tensors"}, env);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "qwen3")) << r.out;
+  r = run_minfer({"info", "-m", "tiny-cached-q8_0", "--no-tensors"}, env);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = run_minfer({"tokenize", "-m", "tiny-cached-q8_0", "hello", "--ids"}, env);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  const Ran by_path = run_minfer({"tokenize", model(), "--ids", "-p", "hello"});
+  EXPECT_EQ(by_path.rc, 0) << by_path.err;
+  EXPECT_EQ(r.out, by_path.out);
+  write(*dir_ + "/messages.json", R"([{"role":"user","content":"hi"}])");
+  r = run_minfer({"template", "tiny-cached-q8_0", "--messages", *dir_ + "/messages.json"}, env);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "<|im_start|>user")) << r.out;
+  r = run_minfer({"bench", "-m", "tiny-cached-q8_0", "-p", "4", "-n", "2", "-r", "1", "-t", "1", "-o", "json"}, env);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = run_minfer({"specverify", "tiny-cached-q8_0", "-p", "4", "--nts", "1,2", "-r", "1", "-t", "1"}, env);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  // serve: started by its cached name, stopped once it listens.
+  r = run_minfer({"serve", "-m", "tiny-cached-q8_0", "--port", "0", "-t", "1", "-np", "1", "-c", "256"}, env, "",
+                 "listening on");
+  EXPECT_TRUE(has(r.out, "listening on")) << r.out << r.err;
+  EXPECT_EQ(r.rc, 0) << r.err;
+
+  // A split part: any part opens the whole model.
+  r = run_minfer({"split", model(), *dir_ + "/part", "--max-size", "40K"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::string second;
+  for (const auto& f : fs::directory_iterator(*dir_)) {
+    if (f.path().filename().string().rfind("part-00002-of-", 0) == 0) second = f.path().string();
+  }
+  ASSERT_FALSE(second.empty());
+  r = run_minfer(with({second, "hi"}, kQuick));
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+
+TEST_F(ModelArgTest, AWordThatIsNeitherACommandNorAModelListsTheCommands) {
+  Ran r = run_minfer({"serv", "x.gguf"}, {cache_env()});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "'serv' is neither a command nor a model")) << r.err;
+  EXPECT_TRUE(has(r.err, "commands: run, bench, info")) << r.err;
+  EXPECT_TRUE(has(r.err, "hf:OWNER/REPO[:QUANT|:FILE]")) << r.err;
+  EXPECT_TRUE(has(r.err, "-m MODEL")) << r.err;
+  r = run_minfer({"run", "-p", "hi"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "no model given: name one as MODEL or with -m MODEL")) << r.err;
+  r = run_minfer({"-m", *dir_ + "/absent.gguf", "-p", "hi"}, {cache_env()});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "absent.gguf': no such file and no cached model of that name")) << r.err;
+  r = run_minfer({"info", "no-such-model"}, {cache_env()});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "model 'no-such-model': no such file")) << r.err;
+  r = run_minfer({"-m", model(), "-p", "hi", "extra"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "the prompt was given twice")) << r.err;
+}
+
+TEST_F(ModelArgTest, LlamaCppSpellingsAreAliasesAndTheOthersAreRefused) {
+  const std::string m = model();
+  write(*dir_ + "/prompt.txt", "Tell me a story");
+  // Every alias at once, against minfer's own spellings: the same sampled tokens.
+  const Ran a = run_minfer({"-m", m, "-f", *dir_ + "/prompt.txt", "-sys", "be brief", "-n", "4", "-c", "512",
+                            "--temp", "0.9", "--top-k", "20", "--top-p", "0.9", "--min-p", "0.01",
+                            "--repeat-penalty", "1.1", "-s", "7", "-fa", "-t", "1", "-o", "json"});
+  ASSERT_EQ(a.rc, 0) << a.err;
+  const Ran b = run_minfer({m, "Tell me a story", "--system", "be brief", "--n-predict", "4", "--ctx-size", "512",
+                            "--temp", "0.9", "--top-k", "20", "--top-p", "0.9", "--min-p", "0.01",
+                            "--repeat-penalty", "1.1", "--seed", "7", "--flash-attn", "on", "-t", "1", "-o",
+                            "json"});
+  ASSERT_EQ(b.rc, 0) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["generated_ids"], nlohmann::json::parse(b.out)["generated_ids"]);
+
+  Ran r = run_minfer({"-m", m, "-p", "hi", "-ngl", "99"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "-ngl/--gpu-layers 99: this build has no GPU backend")) << r.err;
+  r = run_minfer({"serve", m, "--gpu-layers", "10"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "-ngl/--gpu-layers 10: this build has no GPU backend")) << r.err;
+  r = run_minfer({"-m", m, "-p", "hi", "-fa", "off"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "-fa/--flash-attn off: this build has no unfused attention kernel")) << r.err;
+  r = run_minfer({"-m", m, "-p", "hi", "-r", "User:"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "-r: in llama.cpp this hands control back to the user")) << r.err;
+  EXPECT_TRUE(has(r.err, "--stop")) << r.err;
+  r = run_minfer({"-m", m, "-i"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "-i: llama.cpp's interactive mode is not supported; --cnv")) << r.err;
+  // llama.cpp's --chat-template takes a template name; here it is a file, as --chat-template-file.
+  r = run_minfer({"-m", m, "-p", "hi", "--jinja", "--chat-template", "chatml"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--chat-template 'chatml': cannot read that file; here --chat-template (and "
+                         "--chat-template-file) is a Jinja template file"))
+      << r.err;
+  write(*dir_ + "/t.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}");
+  r = run_minfer({"--conversation", "-st", "-m", m, "-p", "hi", "-n", "1", "-t", "1", "--jinja",
+                  "--chat-template-file", *dir_ + "/t.jinja"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = run_minfer({"-m", m, "-p", "hi", "--dry-sequence-breakers", "198;13,2"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "'198;13,2' is the token-id form (198;13,2), which this build refuses")) << r.err;
+  r = run_minfer({"-m", m, "-p", "hi", "--dry-sequence-breakers", "\\n", "--dry-multiplier", "0.5", "-n", "2",
+                  "-t", "1"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+
+TEST_F(ModelArgTest, BooleanEnvironmentVariablesAreReadOneWay) {
+  Ran r = run_minfer({"-m", model(), "-p", "hi", "-n", "1", "-t", "1"}, {"MINFER_OP_TIMING=maybe"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "MINFER_OP_TIMING='maybe' is not a boolean: use 1, true, yes, on or 0, false, no, off"))
+      << r.err;
+  r = run_minfer({"-m", model(), "-p", "hi", "-n", "1", "-t", "1"}, {"MINFER_OP_TIMING=yes"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "op timing")) << r.err;
+  r = run_minfer({"-m", model(), "-p", "hi", "-n", "1", "-t", "1"}, {"MINFER_OP_TIMING=off"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(has(r.err, "op timing")) << r.err;
+
+  for (const char* v : {"1", "true", "YES", "On"}) {
+    ::setenv("MINFER_TEST_BOOL", v, 1);
+    EXPECT_TRUE(*env_bool("MINFER_TEST_BOOL")) << v;
+  }
+  for (const char* v : {"0", "false", "No", "OFF"}) {
+    ::setenv("MINFER_TEST_BOOL", v, 1);
+    EXPECT_FALSE(*env_bool("MINFER_TEST_BOOL", true)) << v;
+  }
+  ::setenv("MINFER_TEST_BOOL", "", 1);
+  EXPECT_TRUE(*env_bool("MINFER_TEST_BOOL", true)) << "empty = the default";
+  ::setenv("MINFER_TEST_BOOL", "2", 1);
+  EXPECT_EQ(env_bool("MINFER_TEST_BOOL").status().message(),
+            "MINFER_TEST_BOOL='2' is not a boolean: use 1, true, yes, on or 0, false, no, off");
+  ::unsetenv("MINFER_TEST_BOOL");
+}
+
+TEST_F(ModelArgTest, TheContextGrowsToFitALongPromptUnlessMinusCIsGiven) {
+  std::string text;  // digits: one token each with the synthetic vocabulary (no merges apply)
+  for (int i = 0; i < 500; ++i) text += "0123456789";
+  write(*dir_ + "/long.txt", text);
+  const std::string m = model();
+  Ran r = run_minfer({m, "-f", *dir_ + "/long.txt", "--no-template", "-n", "2", "-t", "1", "-o", "json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const size_t n_prompt = nlohmann::json::parse(r.out)["prompt_ids"].size();
+  ASSERT_GT(n_prompt, 4096u) << "the prompt must be longer than the default context";
+  ASSERT_LT(n_prompt, 8192u);
+  EXPECT_TRUE(has(r.err, fmt::format("the prompt has {} tokens, more than the default context of 4096: context "
+                                     "grown to ",
+                                     n_prompt)))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "(the model's trained length is 8192)")) << r.err;
+
+  r = run_minfer({m, "-f", *dir_ + "/long.txt", "--no-template", "-n", "2", "-t", "1", "-c", "4096"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, fmt::format("the prompt has {} tokens but -c/--ctx-size is 4096", n_prompt))) << r.err;
+
+  // The first turn of --cnv follows the same rule.
+  r = run_minfer({"--cnv", "-st", m, "-f", *dir_ + "/long.txt", "-n", "2", "-t", "1"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "more than the default context of 4096: context grown to")) << r.err;
+  r = run_minfer({"--cnv", "-st", m, "-f", *dir_ + "/long.txt", "-n", "2", "-t", "1", "-c", "1024"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "tokens but -c/--ctx-size is 1024")) << r.err;
+
+  // Longer than the trained length: refused, naming both.
+  write(*dir_ + "/longer.txt", text + text);
+  r = run_minfer({m, "-f", *dir_ + "/longer.txt", "--no-template", "-n", "2", "-t", "1"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "tokens but the model's trained context is 8192")) << r.err;
+}
+
+// hf:OWNER/REPO:QUANT through a loopback Hub mirror, the listing, and the space forms of `download`.
+class HubFormsTest : public ModelArgTest {
+ protected:
+  void SetUp() override {
+    hub_cache_ = *dir_ + "/hub-cache";
+    fs::remove_all(hub_cache_);
+    env_ = {"MINFER_CACHE=" + hub_cache_, "HF_ENDPOINT=" + mirror_.url(), "MINFER_OLLAMA_REGISTRY=" + mirror_.url(),
+            "HF_TOKEN="};
+    // The repo: a Q8_0 file and a Q4_K_M split in parts (the bytes are the tiny model's either way).
+    mirror_.add("acme/tiny-GGUF", "tiny-Q8_0.gguf", {model_bytes(5)});
+    const std::string parts = *dir_ + "/q4km";
+    fs::remove_all(parts);
+    fs::create_directories(parts);
+    const Ran r = run_minfer({"split", model(), parts + "/tiny-Q4_K_M", "--max-size", "40K"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    for (const auto& f : fs::directory_iterator(parts)) {
+      mirror_.add("acme/tiny-GGUF", f.path().filename().string(), {test::read_file(f.path().string())});
+      ++n_parts_;
+    }
+    ASSERT_GE(n_parts_, 2);
+  }
+  test_hub::Mirror mirror_;
+  std::string hub_cache_;
+  std::vector<std::string> env_;
+  int n_parts_ = 0;
+};
+
+TEST_F(HubFormsTest, QuantTagPicksThatQuantWithEveryPartOfASplit) {
+  Ran r = run_minfer(with({"hf:acme/tiny-GGUF:q4_k_m", "hi"}, kQuick), env_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.err, fmt::format("hf:acme/tiny-GGUF: chose tiny-Q4_K_M-00001-of-{:05d}.gguf ({} parts) for "
+                                     "quant q4_k_m",
+                                     n_parts_, n_parts_)))
+      << r.err;
+  int cached_parts = 0;
+  for (const auto& f : fs::recursive_directory_iterator(hub_cache_)) {
+    const std::string name = f.path().filename().string();
+    cached_parts += name.rfind("tiny-Q4_K_M-", 0) == 0 && f.path().extension() == ".gguf";
+    EXPECT_EQ(name.find("Q8_0"), std::string::npos) << "only the asked quant is downloaded";
+  }
+  EXPECT_EQ(cached_parts, n_parts_);
+  // Cached now: the same name (any case) needs no network.
+  const int before = mirror_.total();
+  r = run_minfer(with({"-m", "hf:acme/tiny-GGUF:Q4_K_M", "-p", "hi"}, kQuick), env_);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(mirror_.total(), before);
+  // llama.cpp's -hf REPO:QUANT is the same name.
+  r = run_minfer(with({"-hf", "acme/tiny-GGUF:q4_k_m", "-p", "hi"}, kQuick), env_);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(mirror_.total(), before);
+  // Another quant of the same repo, by the info command.
+  r = run_minfer({"info", "hf:acme/tiny-GGUF:Q8_0", "--no-tensors"}, env_);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "chose tiny-Q8_0.gguf for quant Q8_0")) << r.err;
+  // A quant the repo does not have: the quants it has.
+  r = run_minfer({"hf:acme/tiny-GGUF:q5_k_m", "hi"}, env_);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "hf:acme/tiny-GGUF: no file with quant 'q5_k_m' in the repository; its quants: "
+                         "Q4_K_M, Q8_0"))
+      << r.err;
+  // The repository alone: today's preference order (Q4_K_M first).
+  r = run_minfer({"download", "hf:acme/tiny-GGUF"}, env_);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "tiny-q4_k_m")) << r.out;
+}
+
+TEST_F(HubFormsTest, DownloadSpaceFormsListOrDownload) {
+  Ran r = run_minfer({"download", "hf", "acme/tiny-GGUF"}, env_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "Q8_0     tiny-Q8_0.gguf")) << r.out;
+  EXPECT_TRUE(has(r.out, "Q4_K_M   tiny-Q4_K_M-00001-of-")) << r.out;
+  EXPECT_TRUE(has(r.out, "default (quant preference): tiny-Q4_K_M-00001-of-")) << r.out;
+  EXPECT_TRUE(has(r.out, "minfer download hf:acme/tiny-GGUF:QUANT")) << r.out;
+  EXPECT_EQ(mirror_.count("/blobs/"), 0) << "listing downloads nothing";
+  EXPECT_FALSE(fs::exists(hub_cache_ + "/models"));
+
+  r = run_minfer({"download", "hf", "acme/tiny-GGUF:q8_0"}, env_);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "tiny-q8_0")) << r.out;
+
+  mirror_.add_ollama("tiny:1b", model_bytes(5));
+  r = run_minfer({"download", "ollama", "tiny:1b"}, env_);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "tiny-1b")) << r.out;
+  r = run_minfer(with({"tiny-1b", "hi"}, kQuick), env_);
+  EXPECT_EQ(r.rc, 0) << r.err;
+
+  r = run_minfer({"download", "hf"}, env_);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "download hf: name the repository after it")) << r.err;
+  r = run_minfer({"download", "hf", "nobody/none"}, env_);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "not found (HTTP 404)")) << r.err;
+}
+
+}  // namespace
+}  // namespace minfer::cli
