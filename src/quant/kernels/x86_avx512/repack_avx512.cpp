@@ -42,12 +42,15 @@ inline __m256i add_0x10_256(__m256i w, uint32_t mask) {
   return _mm256_mask_add_epi8(w, _cvtu32_mask32(mask), w, _mm256_set1_epi8(0x10));
 }
 
+constexpr int kVectorRegs = 32;  // zmm0-31 (ymm0-31 with AVX512VL)
+
 #include "quant/kernels/x86_avx2/repack_vnni.inc"
 
 // Two consecutive row groups: the first in the low 256 bits, the second (gs bytes further) in the high.
 struct V512 {
   using I = __m512i;
   using F = __m512;
+  static constexpr int kMaxTokens = 8;
   static I zero() { return _mm512_setzero_si512(); }
   static I set1(int32_t v) { return _mm512_set1_epi32(v); }
   static F zerof() { return _mm512_setzero_ps(); }

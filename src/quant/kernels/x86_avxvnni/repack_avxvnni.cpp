@@ -33,6 +33,8 @@ inline __m256i add_0x10_256(__m256i w, uint32_t mask) {
   return _mm256_or_si256(w, high_bits_0x10(mask));
 }
 
+constexpr int kVectorRegs = 16;  // ymm0-15 without AVX-512
+
 #include "quant/kernels/x86_avx2/repack_vnni.inc"
 
 }  // namespace
