@@ -20,7 +20,8 @@ namespace {
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -65,9 +66,7 @@ BackendListing list_vulkan() {
       const std::string why = info.unusable_reason();
       d.usable = why.empty();
       d.used_by_default = d.usable && info.default_use();
-      d.note = !why.empty()            ? why
-               : d.used_by_default     ? ""
-                                       : "a CPU-type device: used only when named";
+      d.note = !why.empty() ? why : d.used_by_default ? "" : "a CPU-type device: used only when named";
       b.available = b.available || d.usable;
       b.devices.push_back(d);
     }
@@ -79,7 +78,8 @@ BackendListing list_vulkan() {
     MINFER_LOG_INFO("{}; running on the CPU", b.reason);
   }
 #else
-  b.reason = "this build has no Vulkan backend (configure with -DMINFER_VULKAN=ON; needs libvulkan-dev and glslc)";
+  b.reason =
+      "this build has no Vulkan backend (configure with -DMINFER_VULKAN=ON; needs libvulkan-dev and glslc)";
 #endif
   return b;
 }
@@ -100,7 +100,9 @@ std::vector<std::string> compiled_backends() {
 #endif
 }
 
-std::vector<BackendListing> list_backends() { return {list_cpu(), list_vulkan()}; }
+std::vector<BackendListing> list_backends() {
+  return {list_cpu(), list_vulkan()};
+}
 
 Result<std::unique_ptr<Backend>> create_backend(std::string_view name, int device) {
   const std::string key = lower(name);
@@ -111,7 +113,8 @@ Result<std::unique_ptr<Backend>> create_backend(std::string_view name, int devic
   if (key != "vulkan") return invalid_argument("unknown backend '{}' (known: cpu, vulkan)", name);
   BackendListing vk_listing = list_vulkan();
   if (!vk_listing.compiled) return unsupported("backend '{}': {}", name, vk_listing.reason);
-  if (!vk_listing.available) return unavailable("backend '{}' cannot be used on this machine: {}", name, vk_listing.reason);
+  if (!vk_listing.available)
+    return unavailable("backend '{}' cannot be used on this machine: {}", name, vk_listing.reason);
 #ifdef MINFER_HAS_VULKAN
   if (device < 0) {  // named backend, no index: a default-use device first, else any usable one (lavapipe)
     for (const DeviceListing& d : vk_listing.devices) {

@@ -29,16 +29,16 @@ struct DeviceListing {
   uint64_t memory_bytes = 0;
   uint32_t subgroup_size = 0;  // 0: not applicable (the CPU)
   bool fp16 = false, int8 = false, integer_dot = false, cooperative_matrix = false;
-  bool usable = false;         // minfer can run on it
+  bool usable = false;  // minfer can run on it
   bool used_by_default = false;
-  std::string note;            // why it is not used by default, or why it is unusable
+  std::string note;  // why it is not used by default, or why it is unusable
 };
 
 struct BackendListing {
   std::string name;
-  bool compiled = false;    // in this build
-  bool available = false;   // this machine can use it
-  std::string reason;       // why not, when !available
+  bool compiled = false;   // in this build
+  bool available = false;  // this machine can use it
+  std::string reason;      // why not, when !available
   std::vector<DeviceListing> devices;
 };
 

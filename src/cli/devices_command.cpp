@@ -15,12 +15,15 @@ std::string mib(uint64_t bytes) {
   return bytes >= (uint64_t{1} << 30) ? fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1 << 30))
                                       : fmt::format("{} MiB", bytes >> 20);
 }
-const char* yes_no(bool b) { return b ? "yes" : "no"; }
+const char* yes_no(bool b) {
+  return b ? "yes" : "no";
+}
 
 }  // namespace
 
 int devices_command(const Args& args) {
-  CLI::App app("List every backend and device minfer can run on, and which it uses by default.", "minfer devices");
+  CLI::App app("List every backend and device minfer can run on, and which it uses by default.",
+               "minfer devices");
   bool json = false;
   app.add_flag("--json", json, "emit JSON for scripts");
   if (int code = parse_args(app, args); code >= 0) return code;
@@ -51,8 +54,8 @@ int devices_command(const Args& args) {
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
-  fmt::print("{:<8} {:>5}  {:<34} {:<10} {:>10} {:>8}  {:<4} {:<4} {:<7} {:<11} {}\n", "backend", "index", "name", "type",
-             "memory", "subgroup", "fp16", "int8", "int-dot", "coop-matrix", "default");
+  fmt::print("{:<8} {:>5}  {:<34} {:<10} {:>10} {:>8}  {:<4} {:<4} {:<7} {:<11} {}\n", "backend", "index",
+             "name", "type", "memory", "subgroup", "fp16", "int8", "int-dot", "coop-matrix", "default");
   for (const auto& b : backends) {
     if (!b.available && b.devices.empty()) {
       fmt::print("{:<8} {:>5}  unavailable: {}\n", b.name, "-", b.reason);
@@ -62,10 +65,10 @@ int devices_command(const Args& args) {
       const bool gpu_api = d.subgroup_size != 0;
       std::string use = yes_no(d.used_by_default);
       if (!d.note.empty()) use += fmt::format(" ({})", d.note);
-      fmt::print("{:<8} {:>5}  {:<34} {:<10} {:>10} {:>8}  {:<4} {:<4} {:<7} {:<11} {}\n", b.name, d.index, d.name, d.type,
-                 mib(d.memory_bytes), gpu_api ? std::to_string(d.subgroup_size) : "-", gpu_api ? yes_no(d.fp16) : "-",
-                 gpu_api ? yes_no(d.int8) : "-", gpu_api ? yes_no(d.integer_dot) : "-",
-                 gpu_api ? yes_no(d.cooperative_matrix) : "-", use);
+      fmt::print("{:<8} {:>5}  {:<34} {:<10} {:>10} {:>8}  {:<4} {:<4} {:<7} {:<11} {}\n", b.name, d.index,
+                 d.name, d.type, mib(d.memory_bytes), gpu_api ? std::to_string(d.subgroup_size) : "-",
+                 gpu_api ? yes_no(d.fp16) : "-", gpu_api ? yes_no(d.int8) : "-",
+                 gpu_api ? yes_no(d.integer_dot) : "-", gpu_api ? yes_no(d.cooperative_matrix) : "-", use);
     }
   }
   return 0;

@@ -83,26 +83,29 @@ TEST(VulkanDevice, TableLargerThanOneBinding) {
   const std::vector<float> got = run_vulkan(*vk, c);
   ASSERT_EQ(got.size(), ids.size() * static_cast<size_t>(d));
   for (size_t t = 0; t < ids.size(); ++t) {
-    ASSERT_EQ(std::memcmp(got.data() + t * static_cast<size_t>(d), table.data() + static_cast<size_t>(ids[t]) * static_cast<size_t>(d), static_cast<size_t>(d) * 4), 0)
+    ASSERT_EQ(std::memcmp(got.data() + t * static_cast<size_t>(d),
+                          table.data() + static_cast<size_t>(ids[t]) * static_cast<size_t>(d),
+                          static_cast<size_t>(d) * 4),
+              0)
         << "row " << ids[t];
   }
 }
 
 TEST(VulkanDevice, SupportsOpIsHonest) {
   MINFER_VK_OR_SKIP(vk);
-  std::vector<uint8_t> q4k(144 * 2);
-  Status st = vk->register_weight({"k_quant", DType::Q4_K, {256, 2, 1, 1}, q4k.data(), q4k.size()});
+  std::vector<uint8_t> q5k(176 * 2);
+  Status st = vk->register_weight({"k_quant", DType::Q5_K, {256, 2, 1, 1}, q5k.data(), q5k.size()});
   EXPECT_EQ(st.code(), StatusCode::kUnsupported);
   EXPECT_NE(st.message().find("'k_quant'"), std::string::npos) << st.message();
   OpCase c;
-  const auto w = c.add_weight("k_quant", DType::Q4_K, {256, 2, 1, 1}, q4k.data(), q4k.size());
+  const auto w = c.add_weight("k_quant", DType::Q5_K, {256, 2, 1, 1}, q5k.data(), q5k.size());
   const auto x = c.add_activation(std::vector<float>(256), {256, 1, 1, 1});
   Node mm;
   mm.op = OpKind::kMatMul;
   mm.src = {w, x};
   mm.ne = {2, 1, 1, 1};
   c.add_op(mm);
-  EXPECT_FALSE(vk->supports_op(c.graph, c.graph.node(c.target)));  // no Q4_K shader yet
+  EXPECT_FALSE(vk->supports_op(c.graph, c.graph.node(c.target)));  // no Q5_K shader yet
   Node kv;
   kv.op = OpKind::kKvStore;
   kv.src = {x, x};
@@ -221,8 +224,8 @@ TEST(VulkanDevice, OpCoverageTableMatchesSupportsOp) {
     std::vector<uint8_t> wbytes;
     auto weight = [&](int64_t k, int64_t n) {
       DType t = DType::F32;
-      for (DType cand : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                         DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+      for (DType cand : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                         DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
         std::string name(dtype_name(cand));
         for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
         if (types == name) t = cand;
@@ -239,7 +242,8 @@ TEST(VulkanDevice, OpCoverageTableMatchesSupportsOp) {
       node.src = {w, x};
       node.ne = {2, 1, 1, 1};
     } else if (op == "get_rows") {
-      const auto t = types == "f32 activation" ? c.add_activation(std::vector<float>(256 * 2), {256, 2, 1, 1}) : weight(256, 2);
+      const auto t = types == "f32 activation" ? c.add_activation(std::vector<float>(256 * 2), {256, 2, 1, 1})
+                                               : weight(256, 2);
       node.op = OpKind::kGetRows;
       node.src = {t, c.add_ids({1})};
       node.ne = {256, 1, 1, 1};
@@ -251,7 +255,10 @@ TEST(VulkanDevice, OpCoverageTableMatchesSupportsOp) {
       node.ne = {64, 1, 1, 1};
     } else if (op == "add" || op == "mul" || op == "swiglu" || op == "silu") {
       const auto a = c.add_activation(std::vector<float>(64), {64, 1, 1, 1});
-      node.op = op == "add" ? OpKind::kAdd : op == "mul" ? OpKind::kMul : op == "silu" ? OpKind::kSilu : OpKind::kSwiGlu;
+      node.op = op == "add"    ? OpKind::kAdd
+                : op == "mul"  ? OpKind::kMul
+                : op == "silu" ? OpKind::kSilu
+                               : OpKind::kSwiGlu;
       node.src = {a};
       if (op != "silu") node.src.push_back(c.add_activation(std::vector<float>(64), {64, 1, 1, 1}));
       node.ne = {64, 1, 1, 1};
@@ -282,7 +289,8 @@ TEST(VulkanDevice, OpCoverageTableMatchesSupportsOp) {
     for (const WeightSource& w : c.weights) (void)cpu.register_weight(w);
     EXPECT_EQ(cpu.supports_op(c.graph, target), cells[2] == "yes") << "CPU: " << line;
     if (vk) {
-      for (const WeightSource& w : c.weights) (void)vk->register_weight(w);  // refused types stay unregistered
+      for (const WeightSource& w : c.weights)
+        (void)vk->register_weight(w);  // refused types stay unregistered
       EXPECT_EQ(vk->supports_op(c.graph, target), cells[3] == "yes") << "Vulkan: " << line;
     }
   }

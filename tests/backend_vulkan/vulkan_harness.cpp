@@ -65,7 +65,8 @@ std::unique_ptr<VulkanBackend> open_backend() {
   return std::move(*vk);
 }
 
-graph::NodeId OpCase::add_weight(const std::string& name, DType type, graph::Shape ne, const void* data, size_t bytes) {
+graph::NodeId OpCase::add_weight(const std::string& name, DType type, graph::Shape ne, const void* data,
+                                 size_t bytes) {
   graph::Node n;
   n.op = graph::OpKind::kWeight;
   n.type = type;

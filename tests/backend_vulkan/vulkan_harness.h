@@ -26,11 +26,11 @@ int pick_device(std::string* why);
 // MINFER_VULKAN_REQUIRED=1, where it fails.
 std::unique_ptr<VulkanBackend> open_backend();
 
-#define MINFER_VK_OR_SKIP(var)                                                                  \
-  auto var = ::minfer::backend::test::open_backend();                                           \
-  if (!var) {                                                                                   \
+#define MINFER_VK_OR_SKIP(var)                                                                              \
+  auto var = ::minfer::backend::test::open_backend();                                                       \
+  if (!var) {                                                                                               \
     if (::minfer::backend::test::vulkan_required()) FAIL() << "MINFER_VULKAN_REQUIRED=1: no Vulkan device"; \
-    GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers for lavapipe)";              \
+    GTEST_SKIP() << "no Vulkan device (install mesa-vulkan-drivers for lavapipe)";                          \
   }
 
 bool vulkan_required();
@@ -41,12 +41,13 @@ bool vulkan_required();
 struct OpCase {
   graph::Graph graph;
   std::vector<WeightSource> weights;
-  std::vector<std::vector<float>> f32;     // per node: activation data (empty: none)
-  std::vector<std::vector<int32_t>> i32;   // per node: host input data
+  std::vector<std::vector<float>> f32;    // per node: activation data (empty: none)
+  std::vector<std::vector<int32_t>> i32;  // per node: host input data
   graph::NodeId target = 0;
   bool in_place = false;  // Vulkan: the output aliases source 0's storage
 
-  graph::NodeId add_weight(const std::string& name, DType type, graph::Shape ne, const void* data, size_t bytes);
+  graph::NodeId add_weight(const std::string& name, DType type, graph::Shape ne, const void* data,
+                           size_t bytes);
   graph::NodeId add_activation(std::vector<float> values, graph::Shape ne);
   graph::NodeId add_ids(std::vector<int32_t> ids, graph::InputKind kind = graph::InputKind::kTokens);
   graph::NodeId add_op(graph::Node node);

@@ -83,15 +83,17 @@ TEST_P(VulkanMatmul, MatchesOracleAndCpu) {
         sum_abs += std::fabs(static_cast<double>(wrow[static_cast<size_t>(i)]) * xt[i]);
       }
       // The CPU converts activations to vec_dot_type first. Q8_0: per 32-block step d = max|x|/127 (stored
-      // as f16), so each element moves by at most 0.6 d (0.5 d rounding + the f16 rounding of d times 127).
-      // F16: each element rounds to 11 bits. F32: no conversion.
-      for (int64_t b = 0; b < k; b += 32) {
+      // as f16), so each element moves by at most 0.6 d (0.5 d rounding + the f16 rounding of d times 127);
+      // Q8_K (for Q4_K/Q6_K): the same per 256-block with a float d (0.5 d; 0.6 d kept). F16: each element
+      // rounds to 11 bits. F32: no conversion.
+      const int64_t qb = act == DType::Q8_K ? 256 : 32;
+      for (int64_t b = 0; b < k; b += qb) {
         double amax = 0, wsum = 0;
-        for (int64_t i = b; i < std::min(k, b + 32); ++i) {
+        for (int64_t i = b; i < std::min(k, b + qb); ++i) {
           amax = std::max(amax, static_cast<double>(std::fabs(xt[i])));
           wsum += std::fabs(wrow[static_cast<size_t>(i)]);
         }
-        if (act == DType::Q8_0) act_err += 0.6 * amax / 127.0 * wsum;
+        if (act == DType::Q8_0 || act == DType::Q8_K) act_err += 0.6 * amax / 127.0 * wsum;
       }
       if (act == DType::F16) act_err = sum_abs * std::ldexp(1.0, -11);
       // Both sides accumulate k products in f32 in their own order: at most k * 2^-24 * sum|w x| each
@@ -107,11 +109,16 @@ TEST_P(VulkanMatmul, MatchesOracleAndCpu) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, VulkanMatmul,
-    ::testing::Values(MatmulShape{DType::F32, 7, 13, 1}, MatmulShape{DType::F32, 100, 5, 7}, MatmulShape{DType::F32, 33, 3, 9},
-                      MatmulShape{DType::F16, 7, 13, 1}, MatmulShape{DType::F16, 130, 9, 7}, MatmulShape{DType::F16, 64, 4, 9},
-                      MatmulShape{DType::Q8_0, 32, 5, 1}, MatmulShape{DType::Q8_0, 96, 33, 7}, MatmulShape{DType::Q8_0, 416, 7, 9},
-                      MatmulShape{DType::Q4_0, 32, 5, 1}, MatmulShape{DType::Q4_0, 96, 33, 7}, MatmulShape{DType::Q4_0, 416, 7, 9},
-                      MatmulShape{DType::Q4_0, 896, 17, 8}),
+    ::testing::Values(MatmulShape{DType::F32, 7, 13, 1}, MatmulShape{DType::F32, 100, 5, 7},
+                      MatmulShape{DType::F32, 33, 3, 9}, MatmulShape{DType::F16, 7, 13, 1},
+                      MatmulShape{DType::F16, 130, 9, 7}, MatmulShape{DType::F16, 64, 4, 9},
+                      MatmulShape{DType::Q8_0, 32, 5, 1}, MatmulShape{DType::Q8_0, 96, 33, 7},
+                      MatmulShape{DType::Q8_0, 416, 7, 9}, MatmulShape{DType::Q4_0, 32, 5, 1},
+                      MatmulShape{DType::Q4_0, 96, 33, 7}, MatmulShape{DType::Q4_0, 416, 7, 9},
+                      MatmulShape{DType::Q4_0, 896, 17, 8}, MatmulShape{DType::Q4_K, 256, 5, 1},
+                      MatmulShape{DType::Q4_K, 768, 13, 7}, MatmulShape{DType::Q4_K, 512, 3, 9},
+                      MatmulShape{DType::Q6_K, 256, 5, 1}, MatmulShape{DType::Q6_K, 768, 13, 7},
+                      MatmulShape{DType::Q6_K, 512, 3, 9}),
     [](const ::testing::TestParamInfo<MatmulShape>& p) {
       return fmt::format("{}_k{}_n{}_m{}", dtype_name(p.param.type), p.param.k, p.param.n, p.param.m);
     });
@@ -166,7 +173,8 @@ TEST_P(VulkanGetRows, EqualsCpuExactly) {
   const std::vector<uint8_t> table = make_weight(type, d, rows, 21);
   OpCase c;
   const auto tid = c.add_weight("table", type, {d, rows, 1, 1}, table.data(), table.size());
-  const std::vector<int32_t> ids = {static_cast<int32_t>(rows - 1), 0, 2, 2, static_cast<int32_t>(rows / 2), 1, 0};
+  const std::vector<int32_t> ids = {static_cast<int32_t>(rows - 1), 0, 2, 2,
+                                    static_cast<int32_t>(rows / 2), 1, 0};
   const auto iid = c.add_ids(ids);
   c.add_op(op_node(OpKind::kGetRows, {tid, iid}, {d, static_cast<int64_t>(ids.size()), 1, 1}));
   const std::vector<float> got = run_vulkan(*vk, c);
@@ -184,9 +192,12 @@ INSTANTIATE_TEST_SUITE_P(Types, VulkanGetRows,
                          ::testing::Values(RowsShape{DType::F32, 7, 9}, RowsShape{DType::F16, 7, 9},
                                            RowsShape{DType::F16, 288, 31}, RowsShape{DType::Q8_0, 64, 9},
                                            RowsShape{DType::Q8_0, 288, 31}, RowsShape{DType::Q4_0, 64, 9},
-                                           RowsShape{DType::Q4_0, 288, 31}),
+                                           RowsShape{DType::Q4_0, 288, 31}, RowsShape{DType::Q4_K, 256, 9},
+                                           RowsShape{DType::Q4_K, 768, 31}, RowsShape{DType::Q6_K, 256, 9},
+                                           RowsShape{DType::Q6_K, 768, 31}),
                          [](const ::testing::TestParamInfo<RowsShape>& p) {
-                           return fmt::format("{}_d{}_rows{}", dtype_name(p.param.type), p.param.d, p.param.rows);
+                           return fmt::format("{}_d{}_rows{}", dtype_name(p.param.type), p.param.d,
+                                              p.param.rows);
                          });
 
 TEST(VulkanOps, GetRowsFromActivationAndBadIdRefused) {
@@ -240,7 +251,8 @@ TEST_P(VulkanRmsNorm, MatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, VulkanRmsNorm,
-                         ::testing::Values(NormShape{7, 1}, NormShape{896, 7}, NormShape{1000, 3}, NormShape{64, 9}),
+                         ::testing::Values(NormShape{7, 1}, NormShape{896, 7}, NormShape{1000, 3},
+                                           NormShape{64, 9}),
                          [](const ::testing::TestParamInfo<NormShape>& p) {
                            return fmt::format("d{}_rows{}", p.param.d, p.param.rows);
                          });
@@ -262,7 +274,8 @@ TEST(VulkanOps, AddMulExact) {
         const std::vector<float> got = run_vulkan(*vk, c);
         const std::vector<float> cpu = run_cpu(c);
         for (size_t i = 0; i < got.size(); ++i) {
-          ASSERT_EQ(got[i], cpu[i]) << graph::op_name(op) << " broadcast " << broadcast << " in place " << in_place;
+          ASSERT_EQ(got[i], cpu[i]) << graph::op_name(op) << " broadcast " << broadcast << " in place "
+                                    << in_place;
         }
       }
     }
@@ -304,7 +317,8 @@ TEST(VulkanOps, SiluSwigluMatchCpu) {
     const std::vector<float> got = run_vulkan(*vk, c);
     const std::vector<float> cpu = run_cpu(c);
     for (size_t i = 0; i < got.size(); ++i) {
-      ASSERT_NEAR(got[i], cpu[i], std::ldexp(std::fabs(cpu[i]), -19) + 1e-37) << graph::op_name(op) << " " << i;
+      ASSERT_NEAR(got[i], cpu[i], std::ldexp(std::fabs(cpu[i]), -19) + 1e-37)
+          << graph::op_name(op) << " " << i;
     }
   }
 }
@@ -318,14 +332,16 @@ class VulkanRope : public ::testing::TestWithParam<RopeShape> {};
 
 // theta is built by the same f32 multiplications; sin and cos come from the shader's own polynomials
 // (about 2 ulp on values <= 1) instead of libm (correctly rounded), and the argument reduction of a large
-// theta (positions up to 30000) adds about |theta| * 2^-46: each output moves by at most 3e-7 * (|x0| + |x1|).
+// theta (positions up to 30000) adds about |theta| * 2^-46: each output moves by at most 3e-7 * (|x0| +
+// |x1|).
 TEST_P(VulkanRope, MatchesCpu) {
   MINFER_VK_OR_SKIP(vk);
   const auto [head_dim, n_head, n_rot, base] = GetParam();
   const std::vector<int32_t> pos = {0, 1, 7, 100, 4095, 30000, 12};
   const auto n_tokens = static_cast<int64_t>(pos.size());
   OpCase c;
-  const auto x = c.add_activation(random_floats(static_cast<size_t>(head_dim * n_head * n_tokens), 70), {head_dim, n_head, n_tokens, 1});
+  const auto x = c.add_activation(random_floats(static_cast<size_t>(head_dim * n_head * n_tokens), 70),
+                                  {head_dim, n_head, n_tokens, 1});
   const auto p = c.add_ids(pos, graph::InputKind::kPositions);
   Node n = op_node(OpKind::kRope, {x, p}, {head_dim, n_head, n_tokens, 1});
   n.params.n_rot = n_rot;
@@ -338,8 +354,11 @@ TEST_P(VulkanRope, MatchesCpu) {
   for (int64_t i = 0; i < static_cast<int64_t>(got.size()); ++i) {
     const int64_t dim = i % head_dim, head0 = i - dim;
     const int64_t pair = dim < half ? dim : dim - half;
-    const double mag = dim < n_rot ? std::fabs(in[static_cast<size_t>(head0 + pair)]) + std::fabs(in[static_cast<size_t>(head0 + pair + half)]) : 0;
-    ASSERT_NEAR(got[static_cast<size_t>(i)], cpu[static_cast<size_t>(i)], 3e-7 * mag + 1e-30) << "element " << i;
+    const double mag = dim < n_rot ? std::fabs(in[static_cast<size_t>(head0 + pair)]) +
+                                         std::fabs(in[static_cast<size_t>(head0 + pair + half)])
+                                   : 0;
+    ASSERT_NEAR(got[static_cast<size_t>(i)], cpu[static_cast<size_t>(i)], 3e-7 * mag + 1e-30)
+        << "element " << i;
   }
 }
 
@@ -347,7 +366,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, VulkanRope,
                          ::testing::Values(RopeShape{64, 3, 64, 1000000.0f}, RopeShape{128, 2, 128, 10000.0f},
                                            RopeShape{10, 3, 6, 10000.0f}),
                          [](const ::testing::TestParamInfo<RopeShape>& p) {
-                           return fmt::format("hd{}_heads{}_rot{}", p.param.head_dim, p.param.n_head, p.param.n_rot);
+                           return fmt::format("hd{}_heads{}_rot{}", p.param.head_dim, p.param.n_head,
+                                              p.param.n_rot);
                          });
 
 }  // namespace

@@ -29,11 +29,16 @@ bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* n
 
 DeviceType to_type(VkPhysicalDeviceType t) {
   switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return DeviceType::kDiscrete;
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return DeviceType::kIntegrated;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return DeviceType::kVirtual;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return DeviceType::kCpu;
-    default: return DeviceType::kOther;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return DeviceType::kDiscrete;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return DeviceType::kIntegrated;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return DeviceType::kVirtual;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return DeviceType::kCpu;
+    default:
+      return DeviceType::kOther;
   }
 }
 
@@ -113,14 +118,16 @@ DeviceInfo probe(const Api& api, VkPhysicalDevice pd, int index) {
   VkPhysicalDeviceMemoryProperties mem{};
   api.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
   for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
-    if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) info.device_local_bytes += mem.memoryHeaps[h].size;
+    if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      info.device_local_bytes += mem.memoryHeaps[h].size;
   }
   uint32_t n_families = 0;
   api.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n_families, nullptr);
   std::vector<VkQueueFamilyProperties> families(n_families);
   api.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n_families, families.data());
   for (uint32_t f = 0; f < n_families; ++f) {  // a compute-only family first (async compute), else any
-    if ((families[f].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(families[f].queueFlags & VK_QUEUE_GRAPHICS_BIT)) {
+    if ((families[f].queueFlags & VK_QUEUE_COMPUTE_BIT) &&
+        !(families[f].queueFlags & VK_QUEUE_GRAPHICS_BIT)) {
       info.compute_queue_family = static_cast<int32_t>(f);
       break;
     }
@@ -152,8 +159,10 @@ Result<const Instance*> instance() {
   if (lib == nullptr) return fail(unavailable("vulkan: no Vulkan loader (libvulkan.so.1): {}", dlerror()));
   auto out = std::make_unique<Instance>();
   Api& api = out->api;
-  api.get_instance_proc_addr = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib, "vkGetInstanceProcAddr"));
-  if (api.get_instance_proc_addr == nullptr) return fail(unavailable("vulkan: the loader has no vkGetInstanceProcAddr"));
+  api.get_instance_proc_addr =
+      reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib, "vkGetInstanceProcAddr"));
+  if (api.get_instance_proc_addr == nullptr)
+    return fail(unavailable("vulkan: the loader has no vkGetInstanceProcAddr"));
 #define MINFER_VK_LOAD_GLOBAL(name) \
   api.name = reinterpret_cast<PFN_##name>(api.get_instance_proc_addr(VK_NULL_HANDLE, #name));
   MINFER_VK_GLOBAL_FNS(MINFER_VK_LOAD_GLOBAL)
@@ -186,23 +195,27 @@ Result<const Instance*> instance() {
   ci.pApplicationInfo = &app;
   ci.enabledExtensionCount = static_cast<uint32_t>(enabled.size());
   ci.ppEnabledExtensionNames = enabled.data();
-  if (Status st = check_vk(api.vkCreateInstance(&ci, nullptr, &out->instance), "vkCreateInstance"); !st.ok()) {
+  if (Status st = check_vk(api.vkCreateInstance(&ci, nullptr, &out->instance), "vkCreateInstance");
+      !st.ok()) {
     return fail(st);
   }
-#define MINFER_VK_LOAD_INSTANCE(name)                                                                   \
-  api.name = reinterpret_cast<PFN_##name>(api.get_instance_proc_addr(out->instance, #name));           \
-  if (api.name == nullptr) return fail(unavailable("vulkan: the loader has no {} (Vulkan 1.1 needed)", #name));
+#define MINFER_VK_LOAD_INSTANCE(name)                                                        \
+  api.name = reinterpret_cast<PFN_##name>(api.get_instance_proc_addr(out->instance, #name)); \
+  if (api.name == nullptr)                                                                   \
+    return fail(unavailable("vulkan: the loader has no {} (Vulkan 1.1 needed)", #name));
   MINFER_VK_INSTANCE_FNS(MINFER_VK_LOAD_INSTANCE)
 #undef MINFER_VK_LOAD_INSTANCE
   uint32_t n_dev = 0;
-  if (Status st = check_vk(api.vkEnumeratePhysicalDevices(out->instance, &n_dev, nullptr), "vkEnumeratePhysicalDevices");
+  if (Status st = check_vk(api.vkEnumeratePhysicalDevices(out->instance, &n_dev, nullptr),
+                           "vkEnumeratePhysicalDevices");
       !st.ok()) {
     return fail(st);
   }
   out->physical.resize(n_dev);
   api.vkEnumeratePhysicalDevices(out->instance, &n_dev, out->physical.data());
   out->physical.resize(n_dev);
-  for (uint32_t i = 0; i < n_dev; ++i) out->infos.push_back(probe(api, out->physical[i], static_cast<int>(i)));
+  for (uint32_t i = 0; i < n_dev; ++i)
+    out->infos.push_back(probe(api, out->physical[i], static_cast<int>(i)));
   inst = std::move(out);
   return static_cast<const Instance*>(inst.get());
 }
@@ -212,7 +225,8 @@ Result<const Instance*> instance() {
 std::string result_name(VkResult r) {
   switch (r) {
 #define MINFER_VK_CASE(x) \
-  case x: return #x;
+  case x:                 \
+    return #x;
     MINFER_VK_CASE(VK_SUCCESS)
     MINFER_VK_CASE(VK_NOT_READY)
     MINFER_VK_CASE(VK_TIMEOUT)
@@ -237,7 +251,8 @@ std::string result_name(VkResult r) {
     MINFER_VK_CASE(VK_ERROR_FRAGMENTATION)
     MINFER_VK_CASE(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
 #undef MINFER_VK_CASE
-    default: return fmt::format("VkResult({})", static_cast<int>(r));
+    default:
+      return fmt::format("VkResult({})", static_cast<int>(r));
   }
 }
 
@@ -251,11 +266,16 @@ Status check_vk(VkResult r, std::string_view what) {
 
 const char* device_type_name(DeviceType type) {
   switch (type) {
-    case DeviceType::kDiscrete: return "discrete";
-    case DeviceType::kIntegrated: return "integrated";
-    case DeviceType::kVirtual: return "virtual";
-    case DeviceType::kCpu: return "cpu";
-    case DeviceType::kOther: break;
+    case DeviceType::kDiscrete:
+      return "discrete";
+    case DeviceType::kIntegrated:
+      return "integrated";
+    case DeviceType::kVirtual:
+      return "virtual";
+    case DeviceType::kCpu:
+      return "cpu";
+    case DeviceType::kOther:
+      break;
   }
   return "other";
 }
@@ -264,7 +284,8 @@ std::string DeviceInfo::unusable_reason() const {
   if (compute_queue_family < 0) return "no compute queue";
   if (api_version < VK_API_VERSION_1_1) return "Vulkan 1.1 needed";
   if (!subgroup_arithmetic) return "no subgroup arithmetic in compute shaders";
-  if (max_workgroup_invocations < 64 || max_push_constants_bytes < 128) return "compute limits below what the shaders use";
+  if (max_workgroup_invocations < 64 || max_push_constants_bytes < 128)
+    return "compute limits below what the shaders use";
   return {};
 }
 
@@ -326,7 +347,8 @@ Result<std::unique_ptr<Device>> Device::open(int index) {
                                   "vkAllocateCommandBuffers"));
   VkFenceCreateInfo fci{};
   fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
-  MINFER_RETURN_IF_ERROR(check_vk(api.vkCreateFence(dev->device_, &fci, nullptr, &dev->fence_), "vkCreateFence"));
+  MINFER_RETURN_IF_ERROR(
+      check_vk(api.vkCreateFence(dev->device_, &fci, nullptr, &dev->fence_), "vkCreateFence"));
   return dev;
 }
 
@@ -340,8 +362,8 @@ Device::~Device() {
   api.vkDestroyDevice(device_, nullptr);
 }
 
-uint32_t Device::memory_type(VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred, uint32_t allowed_bits,
-                             bool* found) const {
+uint32_t Device::memory_type(VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred,
+                             uint32_t allowed_bits, bool* found) const {
   *found = false;
   uint32_t fallback = 0;
   bool have_fallback = false;
@@ -374,7 +396,8 @@ Result<VkCommandBuffer> Device::command_buffer() {
     VkCommandBufferBeginInfo bi{};
     bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    MINFER_RETURN_IF_ERROR(check_vk(api_->vkBeginCommandBuffer(command_buffer_, &bi), "vkBeginCommandBuffer"));
+    MINFER_RETURN_IF_ERROR(
+        check_vk(api_->vkBeginCommandBuffer(command_buffer_, &bi), "vkBeginCommandBuffer"));
     recording_ = true;
   }
   return command_buffer_;
@@ -392,7 +415,8 @@ Result<VkDescriptorSet> Device::allocate_descriptor_set(VkDescriptorSetLayout la
       ci.poolSizeCount = 1;
       ci.pPoolSizes = &size;
       VkDescriptorPool pool = VK_NULL_HANDLE;
-      MINFER_RETURN_IF_ERROR(check_vk(api_->vkCreateDescriptorPool(device_, &ci, nullptr, &pool), "vkCreateDescriptorPool"));
+      MINFER_RETURN_IF_ERROR(
+          check_vk(api_->vkCreateDescriptorPool(device_, &ci, nullptr, &pool), "vkCreateDescriptorPool"));
       descriptor_pools_.push_back(pool);
     }
     VkDescriptorSetAllocateInfo ai{};
@@ -446,8 +470,9 @@ Status Device::submit_and_wait() {
   r = api.vkWaitForFences(device_, 1, &fence_, VK_TRUE, timeout_ms_ * 1000000ull);
   if (take_fault(Fault::kDeviceLost) != Fault::kNone) r = VK_ERROR_DEVICE_LOST;
   if (r == VK_TIMEOUT) {
-    lost_ = unavailable("vulkan: {} did not finish a submit within {} ms (VK_TIMEOUT); the device is treated as lost",
-                        info_.name, timeout_ms_);
+    lost_ = unavailable(
+        "vulkan: {} did not finish a submit within {} ms (VK_TIMEOUT); the device is treated as lost",
+        info_.name, timeout_ms_);
     return lost_;
   }
   if (r != VK_SUCCESS) {

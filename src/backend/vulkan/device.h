@@ -29,15 +29,15 @@ struct DeviceInfo {
   DeviceType type = DeviceType::kOther;
   std::string driver;  // driver name and info ("llvmpipe: Mesa 22.3.6 (LLVM 15.0.6)")
   uint32_t api_version = 0;
-  uint64_t device_local_bytes = 0;  // sum of the DEVICE_LOCAL heaps
-  uint32_t subgroup_size = 0;       // read, never assumed (8 lavapipe, 32 NVIDIA, 64 AMD)
-  bool subgroup_arithmetic = false; // subgroupAdd in compute shaders (the reductions need it)
-  bool fp16 = false;                // shaderFloat16
-  bool int8 = false;                // shaderInt8
-  bool storage16 = false;           // storageBuffer16BitAccess
-  bool storage8 = false;            // storageBuffer8BitAccess
-  bool integer_dot = false;         // VK_KHR_shader_integer_dot_product (or core 1.3)
-  bool cooperative_matrix = false;  // VK_KHR_cooperative_matrix
+  uint64_t device_local_bytes = 0;   // sum of the DEVICE_LOCAL heaps
+  uint32_t subgroup_size = 0;        // read, never assumed (8 lavapipe, 32 NVIDIA, 64 AMD)
+  bool subgroup_arithmetic = false;  // subgroupAdd in compute shaders (the reductions need it)
+  bool fp16 = false;                 // shaderFloat16
+  bool int8 = false;                 // shaderInt8
+  bool storage16 = false;            // storageBuffer16BitAccess
+  bool storage8 = false;             // storageBuffer8BitAccess
+  bool integer_dot = false;          // VK_KHR_shader_integer_dot_product (or core 1.3)
+  bool cooperative_matrix = false;   // VK_KHR_cooperative_matrix
   uint64_t max_storage_buffer_range = 0;
   uint64_t min_storage_buffer_offset_alignment = 1;
   uint64_t max_allocation_bytes = 0;  // maxMemoryAllocationSize

@@ -31,13 +31,14 @@ Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::create(Device& dev, size_t b
   b->size_ = bytes;
   const size_t alloc_bytes = std::max<size_t>(16, (bytes + 15) / 16 * 16);  // shaders read whole 32-bit words
   if (dev.info().max_allocation_bytes != 0 && alloc_bytes > dev.info().max_allocation_bytes) {
-    return error(StatusCode::kOutOfRange, "vulkan: {}: {} bytes exceed {}'s largest allocation ({} bytes)", what,
-                 bytes, dev.info().name, dev.info().max_allocation_bytes);
+    return error(StatusCode::kOutOfRange, "vulkan: {}: {} bytes exceed {}'s largest allocation ({} bytes)",
+                 what, bytes, dev.info().name, dev.info().max_allocation_bytes);
   }
   VkBufferCreateInfo bci{};
   bci.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
   bci.size = alloc_bytes;
-  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+              VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   MINFER_RETURN_IF_ERROR(check_vk(api.vkCreateBuffer(dev.handle(), &bci, nullptr, &b->buffer_),
                                   fmt::format("vkCreateBuffer for {} ({} bytes)", what, bytes)));
@@ -46,7 +47,8 @@ Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::create(Device& dev, size_t b
   bool found = false;
   const uint32_t type =
       kind == MemoryKind::kDeviceLocal
-          ? dev.memory_type(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, req.memoryTypeBits, &found)
+          ? dev.memory_type(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                            req.memoryTypeBits, &found)
           : dev.memory_type(VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                             VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
                                 VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
@@ -60,13 +62,15 @@ Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::create(Device& dev, size_t b
                    ? VK_ERROR_OUT_OF_DEVICE_MEMORY
                    : api.vkAllocateMemory(dev.handle(), &mai, nullptr, &b->memory_);
   if (r != VK_SUCCESS) {
-    return Status(StatusCode::kOutOfRange, fmt::format("vulkan: {}: cannot allocate {} bytes on {}: {}", what, bytes,
-                                                       dev.info().name, result_name(r)));
+    return Status(StatusCode::kOutOfRange, fmt::format("vulkan: {}: cannot allocate {} bytes on {}: {}", what,
+                                                       bytes, dev.info().name, result_name(r)));
   }
-  MINFER_RETURN_IF_ERROR(check_vk(api.vkBindBufferMemory(dev.handle(), b->buffer_, b->memory_, 0), "vkBindBufferMemory"));
+  MINFER_RETURN_IF_ERROR(
+      check_vk(api.vkBindBufferMemory(dev.handle(), b->buffer_, b->memory_, 0), "vkBindBufferMemory"));
   if (kind == MemoryKind::kHostVisible) {
-    MINFER_RETURN_IF_ERROR(check_vk(api.vkMapMemory(dev.handle(), b->memory_, 0, VK_WHOLE_SIZE, 0, &b->mapped_),
-                                    fmt::format("vkMapMemory for {}", what)));
+    MINFER_RETURN_IF_ERROR(
+        check_vk(api.vkMapMemory(dev.handle(), b->memory_, 0, VK_WHOLE_SIZE, 0, &b->mapped_),
+                 fmt::format("vkMapMemory for {}", what)));
   }
   return b;
 }
@@ -80,7 +84,8 @@ DeviceBuffer::~DeviceBuffer() {
 
 Status upload(Device& dev, DeviceBuffer& dst, size_t offset, const void* src, size_t bytes) {
   if (offset > dst.size() || bytes > dst.size() - offset) {
-    return invalid_argument("vulkan: upload of {} bytes at {} past the end of a {}-byte buffer", bytes, offset, dst.size());
+    return invalid_argument("vulkan: upload of {} bytes at {} past the end of a {}-byte buffer", bytes,
+                            offset, dst.size());
   }
   if (bytes == 0) return {};
   MINFER_RETURN_IF_ERROR(dev.submit_and_wait());
@@ -88,8 +93,8 @@ Status upload(Device& dev, DeviceBuffer& dst, size_t offset, const void* src, si
     std::memcpy(static_cast<uint8_t*>(dst.mapped()) + offset, src, bytes);
     return {};
   }
-  MINFER_ASSIGN_OR_RETURN(auto staging, DeviceBuffer::create(dev, std::min(bytes, kStagingChunk), MemoryKind::kHostVisible,
-                                                             "staging buffer"));
+  MINFER_ASSIGN_OR_RETURN(auto staging, DeviceBuffer::create(dev, std::min(bytes, kStagingChunk),
+                                                             MemoryKind::kHostVisible, "staging buffer"));
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(bytes - done, kStagingChunk);
     std::memcpy(staging->mapped(), static_cast<const uint8_t*>(src) + done, n);
@@ -101,8 +106,8 @@ Status upload(Device& dev, DeviceBuffer& dst, size_t offset, const void* src, si
 
 Status download(Device& dev, const DeviceBuffer& src, size_t offset, void* dst, size_t bytes) {
   if (offset > src.size() || bytes > src.size() - offset) {
-    return invalid_argument("vulkan: read-back of {} bytes at {} past the end of a {}-byte buffer", bytes, offset,
-                            src.size());
+    return invalid_argument("vulkan: read-back of {} bytes at {} past the end of a {}-byte buffer", bytes,
+                            offset, src.size());
   }
   if (bytes == 0) return {};
   MINFER_RETURN_IF_ERROR(dev.submit_and_wait());
@@ -110,8 +115,8 @@ Status download(Device& dev, const DeviceBuffer& src, size_t offset, void* dst, 
     std::memcpy(dst, static_cast<const uint8_t*>(src.mapped()) + offset, bytes);
     return {};
   }
-  MINFER_ASSIGN_OR_RETURN(auto staging, DeviceBuffer::create(dev, std::min(bytes, kStagingChunk), MemoryKind::kHostVisible,
-                                                             "read-back buffer"));
+  MINFER_ASSIGN_OR_RETURN(auto staging, DeviceBuffer::create(dev, std::min(bytes, kStagingChunk),
+                                                             MemoryKind::kHostVisible, "read-back buffer"));
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(bytes - done, kStagingChunk);
     MINFER_RETURN_IF_ERROR(copy_now(dev, src.handle(), offset + done, staging->handle(), 0, n));
@@ -121,7 +126,8 @@ Status download(Device& dev, const DeviceBuffer& src, size_t offset, void* dst, 
   return {};
 }
 
-Result<Window> window(const Device& dev, const DeviceBuffer& buf, uint64_t begin, uint64_t bytes, uint64_t max_range) {
+Result<Window> window(const Device& dev, const DeviceBuffer& buf, uint64_t begin, uint64_t bytes,
+                      uint64_t max_range) {
   const uint64_t align = std::max<uint64_t>(4, dev.info().min_storage_buffer_offset_alignment);
   Window w;
   w.buffer = buf.handle();
@@ -130,8 +136,9 @@ Result<Window> window(const Device& dev, const DeviceBuffer& buf, uint64_t begin
   const uint64_t alloc = std::max<uint64_t>(16, (buf.size() + 15) / 16 * 16);
   w.range = std::min<uint64_t>((w.skip + bytes + 3) / 4 * 4, alloc - w.offset);
   if (w.range > max_range) {
-    return error(StatusCode::kOutOfRange, "vulkan: a binding of {} bytes exceeds the device's storage buffer range ({})",
-                 w.range, max_range);
+    return error(StatusCode::kOutOfRange,
+                 "vulkan: a binding of {} bytes exceeds the device's storage buffer range ({})", w.range,
+                 max_range);
   }
   return w;
 }

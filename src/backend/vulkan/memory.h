@@ -21,7 +21,8 @@ class DeviceBuffer {
  public:
   // `what` names the buffer in errors ("tensor 'blk.0.attn_q.weight'"). Out of memory is kOutOfRange with
   // the bytes asked for.
-  static Result<std::unique_ptr<DeviceBuffer>> create(Device& dev, size_t bytes, MemoryKind kind, std::string_view what);
+  static Result<std::unique_ptr<DeviceBuffer>> create(Device& dev, size_t bytes, MemoryKind kind,
+                                                      std::string_view what);
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -56,6 +57,7 @@ struct Window {
   uint64_t skip = 0;  // bytes from `offset` to the first byte asked for
 };
 // The window holding bytes [begin, begin + bytes) of `buf`; an error when they do not fit in one binding.
-Result<Window> window(const Device& dev, const DeviceBuffer& buf, uint64_t begin, uint64_t bytes, uint64_t max_range);
+Result<Window> window(const Device& dev, const DeviceBuffer& buf, uint64_t begin, uint64_t bytes,
+                      uint64_t max_range);
 
 }  // namespace minfer::backend::vk

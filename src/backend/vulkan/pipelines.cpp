@@ -53,7 +53,8 @@ Result<const Pipeline*> PipelineCache::get(std::string_view name, uint32_t n_bin
   pl.pSetLayouts = &p->set_layout;
   pl.pushConstantRangeCount = push_bytes ? 1 : 0;
   pl.pPushConstantRanges = &pcr;
-  Status st = check_vk(api.vkCreatePipelineLayout(d, &pl, nullptr, &p->layout), fmt::format("vkCreatePipelineLayout({})", name));
+  Status st = check_vk(api.vkCreatePipelineLayout(d, &pl, nullptr, &p->layout),
+                       fmt::format("vkCreatePipelineLayout({})", name));
   if (!st.ok()) {
     api.vkDestroyDescriptorSetLayout(d, p->set_layout, nullptr);
     return st;
@@ -63,12 +64,13 @@ Result<const Pipeline*> PipelineCache::get(std::string_view name, uint32_t n_bin
   mi.codeSize = shader->spirv.size() * sizeof(uint32_t);
   mi.pCode = shader->spirv.data();
   VkShaderModule module = VK_NULL_HANDLE;
-  st = check_vk(api.vkCreateShaderModule(d, &mi, nullptr, &module), fmt::format("vkCreateShaderModule({})", name));
+  st = check_vk(api.vkCreateShaderModule(d, &mi, nullptr, &module),
+                fmt::format("vkCreateShaderModule({})", name));
   if (st.ok()) {
     std::vector<VkSpecializationMapEntry> entries(spec.size());
     for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4u, 4};
-    VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), spec.size() * sizeof(uint32_t),
-                            spec.data()};
+    VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(),
+                            spec.size() * sizeof(uint32_t), spec.data()};
     VkComputePipelineCreateInfo ci{};
     ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
     ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
@@ -98,10 +100,12 @@ Status record_dispatch(Device& dev, const Pipeline& p, std::span<const Window> b
                                                      bindings.size(), p.n_bindings));
   }
   const DeviceInfo& info = dev.info();
-  if (gx > info.max_workgroup_count[0] || gy > info.max_workgroup_count[1] || gz > info.max_workgroup_count[2]) {
-    return Status(StatusCode::kInternal, fmt::format("vulkan: dispatch of {}x{}x{} groups exceeds {}x{}x{}", gx, gy, gz,
-                                                     info.max_workgroup_count[0], info.max_workgroup_count[1],
-                                                     info.max_workgroup_count[2]));
+  if (gx > info.max_workgroup_count[0] || gy > info.max_workgroup_count[1] ||
+      gz > info.max_workgroup_count[2]) {
+    return Status(
+        StatusCode::kInternal,
+        fmt::format("vulkan: dispatch of {}x{}x{} groups exceeds {}x{}x{}", gx, gy, gz,
+                    info.max_workgroup_count[0], info.max_workgroup_count[1], info.max_workgroup_count[2]));
   }
   if (gx == 0 || gy == 0 || gz == 0) return {};
   const Api& api = dev.api();
@@ -123,8 +127,9 @@ Status record_dispatch(Device& dev, const Pipeline& p, std::span<const Window> b
   mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-  api.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
-                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  api.vkCmdPipelineBarrier(
+      cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   api.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   api.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (p.push_bytes) api.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);

@@ -18,8 +18,8 @@ struct Pipeline {
   VkPipeline pipeline = VK_NULL_HANDLE;
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
-  uint32_t n_bindings = 0;   // storage buffers at bindings 0..n-1 of set 0
-  uint32_t push_bytes = 0;   // push constant block size
+  uint32_t n_bindings = 0;  // storage buffers at bindings 0..n-1 of set 0
+  uint32_t push_bytes = 0;  // push constant block size
 };
 
 class PipelineCache {

@@ -36,8 +36,9 @@ class VulkanBackend final : public Backend {
   std::string_view name() const override { return "Vulkan"; }
   int priority() const override { return 200; }
   // Exactly the ops and types there are shaders for (docs/BACKENDS.md has the table): matmul with F32,
-  // F16, Q4_0 or Q8_0 weights registered here and f32 activations; get_rows from such a weight or an f32
-  // activation; rms_norm, add, mul, silu, swiglu, rope (neox) and reshape on f32. Not kv_store, attention.
+  // F16, Q4_0, Q8_0, Q4_K or Q6_K weights registered here and f32 activations; get_rows from such a weight or
+  // an f32 activation; rms_norm, add, mul, silu, swiglu, rope (neox) and reshape on f32. Not kv_store,
+  // attention.
   bool supports_op(const graph::Graph& graph, const graph::Node& node) const override;
   bool supports_fused(graph::OpKind op) const override { return op == graph::OpKind::kSwiGlu; }
   // Uploads the weight to device-local memory. 1-D tensors are converted to f32 first (as the CPU does).
@@ -85,7 +86,8 @@ class VulkanBackend final : public Backend {
   Result<vk::Window> bind(const Tensor& t, uint64_t bytes) const;
   Result<const vk::Pipeline*> pipeline(std::string_view shader, uint32_t n_bindings, uint32_t push_bytes,
                                        std::initializer_list<uint32_t> spec);
-  Status dispatch(const vk::Pipeline& p, std::initializer_list<vk::Window> bindings, const void* push, uint64_t groups);
+  Status dispatch(const vk::Pipeline& p, std::initializer_list<vk::Window> bindings, const void* push,
+                  uint64_t groups);
 
   Status matmul(const graph::Node& node, const Weight& w, const Tensor& x, const Tensor& y, int64_t m);
   Status get_rows(const graph::Node& node, DType type, const vk::DeviceBuffer& table, int64_t table_rows,
