@@ -164,6 +164,35 @@ TEST(VulkanDevice, InjectedFaultsAreNamedErrors) {
 }
 
 #ifdef MINFER_BINARY
+std::string run_binary(const std::string& command, int* status) {
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return {};
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  *status = pclose(p);
+  return out;
+}
+
+// Without a loader, or with a loader but no driver, `minfer devices` still works: the CPU is listed as used
+// by default and Vulkan as unavailable with the reason.
+TEST(VulkanDevice, NoLoaderOrNoDeviceFallsBackToTheCpu) {
+  int status = -1;
+  std::string out =
+      run_binary("MINFER_VULKAN_LOADER=/nonexistent/libvulkan.so.1 " MINFER_BINARY " devices 2>&1", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("unavailable: vulkan: no Vulkan loader (/nonexistent/libvulkan.so.1)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("host CPU"), std::string::npos) << out;
+  out = run_binary("VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json " MINFER_BINARY
+                   " devices 2>&1",
+                   &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("unavailable: vulkan:"), std::string::npos) << out;
+  EXPECT_NE(out.find("host CPU"), std::string::npos) << out;
+}
+
 TEST(VulkanDevice, DevicesCommandListsBackends) {
   FILE* p = popen(MINFER_BINARY " devices 2>&1", "r");
   ASSERT_NE(p, nullptr);
