@@ -93,19 +93,19 @@ TEST(VulkanDevice, TableLargerThanOneBinding) {
 
 TEST(VulkanDevice, SupportsOpIsHonest) {
   MINFER_VK_OR_SKIP(vk);
-  std::vector<uint8_t> q5k(176 * 2);
-  Status st = vk->register_weight({"k_quant", DType::Q5_K, {256, 2, 1, 1}, q5k.data(), q5k.size()});
+  std::vector<uint8_t> iq4(144 * 2);  // IQ4_NL: 8 blocks of 18 bytes per row
+  Status st = vk->register_weight({"k_quant", DType::IQ4_NL, {256, 2, 1, 1}, iq4.data(), iq4.size()});
   EXPECT_EQ(st.code(), StatusCode::kUnsupported);
   EXPECT_NE(st.message().find("'k_quant'"), std::string::npos) << st.message();
   OpCase c;
-  const auto w = c.add_weight("k_quant", DType::Q5_K, {256, 2, 1, 1}, q5k.data(), q5k.size());
+  const auto w = c.add_weight("k_quant", DType::IQ4_NL, {256, 2, 1, 1}, iq4.data(), iq4.size());
   const auto x = c.add_activation(std::vector<float>(256), {256, 1, 1, 1});
   Node mm;
   mm.op = OpKind::kMatMul;
   mm.src = {w, x};
   mm.ne = {2, 1, 1, 1};
   c.add_op(mm);
-  EXPECT_FALSE(vk->supports_op(c.graph, c.graph.node(c.target)));  // no Q5_K shader yet
+  EXPECT_FALSE(vk->supports_op(c.graph, c.graph.node(c.target)));  // no IQ4_NL shader (nor CPU kernel)
   Node kv;
   kv.op = OpKind::kKvStore;
   kv.src = {x, x};
@@ -254,7 +254,7 @@ TEST(VulkanDevice, OpCoverageTableMatchesSupportsOp) {
     auto weight = [&](int64_t k, int64_t n) {
       DType t = DType::F32;
       for (DType cand : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                         DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+                         DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL}) {
         std::string name(dtype_name(cand));
         for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
         if (types == name) t = cand;

@@ -34,6 +34,9 @@ std::vector<uint8_t> make_weight(DType type, int64_t k, int64_t n, uint64_t seed
   } else if (type == DType::F16) {
     auto* h = reinterpret_cast<uint16_t*>(out.data());
     for (size_t i = 0; i < f.size(); ++i) h[i] = fp32_to_fp16(f[i]);
+  } else if (type == DType::BF16) {
+    auto* h = reinterpret_cast<uint16_t*>(out.data());
+    for (size_t i = 0; i < f.size(); ++i) h[i] = fp32_to_bf16(f[i]);
   } else {
     quant::quantize_rows(type, f.data(), out.data(), n, k);
   }
@@ -93,9 +96,23 @@ TEST_P(VulkanMatmul, MatchesOracleAndCpu) {
           amax = std::max(amax, static_cast<double>(std::fabs(xt[i])));
           wsum += std::fabs(wrow[static_cast<size_t>(i)]);
         }
-        if (act == DType::Q8_0 || act == DType::Q8_K) act_err += 0.6 * amax / 127.0 * wsum;
+        if (act == DType::Q8_0 || act == DType::Q8_1 || act == DType::Q8_K)
+          act_err += 0.6 * amax / 127.0 * wsum;
       }
       if (act == DType::F16) act_err = sum_abs * std::ldexp(1.0, -11);
+      if (act == DType::BF16) act_err = sum_abs * std::ldexp(1.0, -8);  // 8 significant bits
+      // Q8_1 (for Q4_1 / Q5_1) also stores s = d * sum(q) as f16, which multiplies the block's min m
+      // (|m| <= max|w|): 2^-11 * |s| * max|w| more per block.
+      if (act == DType::Q8_1) {
+        for (int64_t b = 0; b < k; b += 32) {
+          double s = 0, wmax = 0;
+          for (int64_t i = b; i < b + 32; ++i) {
+            s += xt[i];
+            wmax = std::max(wmax, static_cast<double>(std::fabs(wrow[static_cast<size_t>(i)])));
+          }
+          act_err += std::ldexp(std::fabs(s) * 1.1 + 1e-3, -11) * wmax;
+        }
+      }
       // Both sides accumulate k products in f32 in their own order: at most k * 2^-24 * sum|w x| each
       // (the classic gamma_k bound), so 2k * 2^-24 between them, plus a floor for sums that cancel to 0.
       const double acc_err = 2.0 * static_cast<double>(k) * std::ldexp(1.0, -24) * sum_abs + 1e-30;
@@ -118,7 +135,12 @@ INSTANTIATE_TEST_SUITE_P(
                       MatmulShape{DType::Q4_0, 896, 17, 8}, MatmulShape{DType::Q4_K, 256, 5, 1},
                       MatmulShape{DType::Q4_K, 768, 13, 7}, MatmulShape{DType::Q4_K, 512, 3, 9},
                       MatmulShape{DType::Q6_K, 256, 5, 1}, MatmulShape{DType::Q6_K, 768, 13, 7},
-                      MatmulShape{DType::Q6_K, 512, 3, 9}),
+                      MatmulShape{DType::Q6_K, 512, 3, 9}, MatmulShape{DType::BF16, 7, 13, 1},
+                      MatmulShape{DType::BF16, 130, 9, 9}, MatmulShape{DType::Q4_1, 96, 33, 7},
+                      MatmulShape{DType::Q4_1, 32, 5, 9}, MatmulShape{DType::Q5_0, 96, 33, 7},
+                      MatmulShape{DType::Q5_0, 416, 7, 1}, MatmulShape{DType::Q5_1, 96, 33, 7},
+                      MatmulShape{DType::Q5_1, 416, 7, 9}, MatmulShape{DType::Q5_K, 256, 5, 1},
+                      MatmulShape{DType::Q5_K, 768, 13, 7}, MatmulShape{DType::Q5_K, 512, 3, 9}),
     [](const ::testing::TestParamInfo<MatmulShape>& p) {
       return fmt::format("{}_k{}_n{}_m{}", dtype_name(p.param.type), p.param.k, p.param.n, p.param.m);
     });
@@ -194,7 +216,10 @@ INSTANTIATE_TEST_SUITE_P(Types, VulkanGetRows,
                                            RowsShape{DType::Q8_0, 288, 31}, RowsShape{DType::Q4_0, 64, 9},
                                            RowsShape{DType::Q4_0, 288, 31}, RowsShape{DType::Q4_K, 256, 9},
                                            RowsShape{DType::Q4_K, 768, 31}, RowsShape{DType::Q6_K, 256, 9},
-                                           RowsShape{DType::Q6_K, 768, 31}),
+                                           RowsShape{DType::Q6_K, 768, 31}, RowsShape{DType::BF16, 7, 9},
+                                           RowsShape{DType::BF16, 288, 31}, RowsShape{DType::Q4_1, 288, 31},
+                                           RowsShape{DType::Q5_0, 288, 31}, RowsShape{DType::Q5_1, 288, 31},
+                                           RowsShape{DType::Q5_K, 256, 9}, RowsShape{DType::Q5_K, 768, 31}),
                          [](const ::testing::TestParamInfo<RowsShape>& p) {
                            return fmt::format("{}_d{}_rows{}", dtype_name(p.param.type), p.param.d,
                                               p.param.rows);

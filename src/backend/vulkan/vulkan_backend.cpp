@@ -23,13 +23,30 @@ using graph::OpKind;
 constexpr uint32_t kWorkgroup = 64;  // threads per workgroup; a multiple of every subgroup size up to 64
 constexpr uint32_t kMaxCols = 8;     // tokens per matrix-vector dispatch (MAX_COLS in the shaders)
 
+// Every type the CPU computes has a path in matvec.comp and get_rows.comp.
 bool matrix_type(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::Q4_0 || t == DType::Q8_0 || t == DType::Q4_K ||
-         t == DType::Q6_K;
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
 }
-// Elements per block of a quantized type (the shaders read groups of four inside blocks); 1 otherwise.
+// Elements per block (the shaders read groups of four inside blocks); 1 for the plain types.
 int64_t block_elems(DType t) {
-  return t == DType::Q4_0 || t == DType::Q8_0 ? 32 : t == DType::Q4_K || t == DType::Q6_K ? 256 : 1;
+  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? 256
+         : t == DType::F32 || t == DType::F16 || t == DType::BF16 ? 1
+                                                                  : 32;
 }
 int64_t rows_of(const graph::Shape& ne) {
   return ne[1] * ne[2] * ne[3];
@@ -161,10 +178,8 @@ Status VulkanBackend::register_weight(const WeightSource& w) {
     bytes = converted.data();
     n_bytes = converted.size() * sizeof(float);
   } else if (!matrix_type(w.type)) {
-    return unsupported(
-        "Vulkan backend: tensor '{}' has type {}, which has no Vulkan shader yet (F32, F16, Q4_0, Q8_0, "
-        "Q4_K, Q6_K)",
-        w.name, dtype_name(w.type));
+    return unsupported("Vulkan backend: tensor '{}' has type {}, which has no Vulkan shader", w.name,
+                       dtype_name(w.type));
   }
   const auto rb = minfer::row_bytes(entry->type, entry->ne0);
   if (!rb || *rb * static_cast<uint64_t>(entry->ne1) != n_bytes) {

@@ -35,10 +35,10 @@ class VulkanBackend final : public Backend {
 
   std::string_view name() const override { return "Vulkan"; }
   int priority() const override { return 200; }
-  // Exactly the ops and types there are shaders for (docs/BACKENDS.md has the table): matmul with F32,
-  // F16, Q4_0, Q8_0, Q4_K or Q6_K weights registered here and f32 activations; get_rows from such a weight or
-  // an f32 activation; rms_norm, add, mul, silu, swiglu, rope (neox) and reshape on f32. Not kv_store,
-  // attention.
+  // Exactly the ops and types there are shaders for (docs/BACKENDS.md has the table): matmul with weights
+  // of every type the CPU computes (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)
+  // registered here and f32 activations; get_rows from such a weight or an f32 activation; rms_norm, add,
+  // mul, silu, swiglu, rope (neox) and reshape on f32. Not kv_store, attention.
   bool supports_op(const graph::Graph& graph, const graph::Node& node) const override;
   bool supports_fused(graph::OpKind op) const override { return op == graph::OpKind::kSwiGlu; }
   // Uploads the weight to device-local memory. 1-D tensors are converted to f32 first (as the CPU does).

@@ -1,5 +1,5 @@
 #version 450
-// dst[i] = row ids[i] of a table (F32, F16, Q4_0, Q8_0), dequantized to f32. One workgroup per id. A table
+// dst[i] = row ids[i] of a table (any type the CPU computes), dequantized to f32. One workgroup per id. A table
 // larger than one binding is read through windows: this dispatch sees rows [row_lo, row_hi) and skips
 // ids outside them (another dispatch writes those).
 #include "common.glsl"
@@ -31,9 +31,9 @@ void main() {
   const uint row = p.src_skip + uint(id - int(p.row_lo)) * p.row_bytes;
   const uint out0 = p.dst_skip + i * p.d;
   const uint tid = gl_LocalInvocationID.x;
-  if (TYPE == TYPE_F32 || TYPE == TYPE_F16) {
+  if (IS_PLAIN(TYPE)) {
     for (uint e = tid; e < p.d; e += WG) {
-      dst[out0 + e] = TYPE == TYPE_F32 ? uintBitsToFloat(src[(row >> 2) + e]) : LOAD_F16(src, row + 2u * e);
+      dst[out0 + e] = LOAD_PLAIN(src, TYPE, row, e);
     }
   } else {
     for (uint g = tid; g < (p.d >> 2); g += WG) {

@@ -1,7 +1,7 @@
 #version 450
 // y[t][r] = dot(W row r, x[t]) for up to NCOLS tokens: the matrix-vector matmul for decode and small
-// batches. One workgroup per weight row: its threads stride over the row (elements for F32/F16, groups of
-// four dequantized in registers for Q4_0/Q8_0) and the partial sums are reduced with subgroupAdd, then
+// batches. One workgroup per weight row: its threads stride over the row (elements for F32/F16/BF16, groups
+// of four dequantized in registers for the quantized types) and the partial sums are reduced with subgroupAdd, then
 // across subgroups in shared memory in subgroup order. Each token's sum is computed the same way whatever
 // NCOLS is, so a token's result does not depend on the batch it shares.
 #include "common.glsl"
@@ -35,9 +35,9 @@ void main() {
   const uint row = p.w_skip + rr * p.row_bytes;
   float acc[NCOLS];
   for (uint j = 0; j < NCOLS; ++j) acc[j] = 0.0;
-  if (TYPE == TYPE_F32 || TYPE == TYPE_F16) {
+  if (IS_PLAIN(TYPE)) {
     for (uint e = tid; e < p.k; e += WG) {
-      const float wv = TYPE == TYPE_F32 ? uintBitsToFloat(w[(row >> 2) + e]) : LOAD_F16(w, row + 2u * e);
+      const float wv = LOAD_PLAIN(w, TYPE, row, e);
       for (uint j = 0; j < NCOLS; ++j) acc[j] = fma(wv, x[p.x_skip + j * p.k + e], acc[j]);
     }
   } else {
