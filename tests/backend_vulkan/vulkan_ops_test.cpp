@@ -251,6 +251,28 @@ TEST(VulkanOps, GetRowsFromActivationAndBadIdRefused) {
   EXPECT_NE(st.message().find("row id 6 outside [0, 6)"), std::string::npos) << st.message();
 }
 
+// An elementwise op on more bytes than one binding holds is refused, naming the node (only matmul and
+// get_rows split their operands into windows today).
+TEST(VulkanOps, TooLargeForOneBindingIsANamedError) {
+  MINFER_VK_OR_SKIP(vk);
+  OpCase c;
+  const auto a = c.add_activation(random_floats(100, 1), {100, 1, 1, 1});
+  const auto b = c.add_activation(random_floats(100, 2), {100, 1, 1, 1});
+  Node n = op_node(OpKind::kAdd, {a, b}, {100, 1, 1, 1});
+  n.name = "blk.0.ffn_out";
+  c.add_op(n);
+  auto arena = vk->alloc_buffer(3 * 512);
+  ASSERT_TRUE(arena.ok());
+  auto* base = static_cast<uint8_t*>((*arena)->base());
+  std::vector<void*> data = {base, base + 512, base + 1024};
+  vk->set_max_binding_bytes(256);
+  Status st = vk->execute(c.graph, c.target, data, ExecContext{});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("node 2 (add 'blk.0.ffn_out')"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("exceeds the device's storage buffer range"), std::string::npos)
+      << st.message();
+}
+
 struct NormShape {
   int64_t d, rows;
 };

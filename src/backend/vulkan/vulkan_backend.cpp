@@ -275,19 +275,17 @@ Status VulkanBackend::dispatch(const vk::Pipeline& p, std::initializer_list<vk::
                              u32(gx), u32(gy), 1);
 }
 
-Status VulkanBackend::matmul(const Node& node, const Weight& w, const Tensor& x, const Tensor& y, int64_t m) {
+Status VulkanBackend::matmul(const Weight& w, const Tensor& x, const Tensor& y, int64_t m) {
   const uint64_t k = static_cast<uint64_t>(w.ne0), n = static_cast<uint64_t>(w.ne1);
   const uint64_t align = std::max<uint64_t>(4, dev_->info().min_storage_buffer_offset_alignment);
   const uint64_t max_rows = (max_binding() - align - 4) / w.row_bytes;
   if (max_rows == 0) {
-    return unsupported("Vulkan backend: node '{}': one weight row ({} bytes) exceeds a binding", node.name,
-                       w.row_bytes);
+    return unsupported("one weight row ({} bytes) exceeds a binding", w.row_bytes);
   }
   // Tokens per dispatch: up to kMaxCols, fewer when their activations or outputs would not fit a binding.
   const uint64_t max_cols = std::min<uint64_t>(kMaxCols, (max_binding() - align - 4) / (std::max(k, n) * 4));
   if (max_cols == 0) {
-    return unsupported("Vulkan backend: node '{}': one token's activations ({} floats) exceed a binding",
-                       node.name, std::max(k, n));
+    return unsupported("one token's activations ({} floats) exceed a binding", std::max(k, n));
   }
   for (uint64_t row0 = 0; row0 < n; row0 += max_rows) {
     const uint64_t rows = std::min(max_rows, n - row0);
@@ -317,13 +315,11 @@ Status VulkanBackend::get_rows(const Node& node, DType type, const vk::DeviceBuf
   const uint64_t align = std::max<uint64_t>(4, dev_->info().min_storage_buffer_offset_alignment);
   const uint64_t max_rows = (max_binding() - align - 4) / row_bytes;
   if (max_rows == 0) {
-    return unsupported("Vulkan backend: node '{}': one table row ({} bytes) exceeds a binding", node.name,
-                       row_bytes);
+    return unsupported("one table row ({} bytes) exceeds a binding", row_bytes);
   }
   const uint64_t max_ids = (max_binding() - align - 4) / (d * 4);  // output rows one binding holds
   if (max_ids == 0) {
-    return unsupported("Vulkan backend: node '{}': one output row ({} bytes) exceeds a binding", node.name,
-                       d * 4);
+    return unsupported("one output row ({} bytes) exceeds a binding", d * 4);
   }
   MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p, pipeline("get_rows", 3, sizeof(GetRowsPush),
                                                           {kWorkgroup, static_cast<uint32_t>(type)}));
@@ -347,6 +343,16 @@ Status VulkanBackend::get_rows(const Node& node, DType type, const vk::DeviceBuf
 
 Status VulkanBackend::execute(const Graph& graph, NodeId id, std::span<void* const> data,
                               const ExecContext& ctx) {
+  Status st = record(graph, id, data, ctx);
+  if (st.ok()) return st;
+  const Node& node = graph.node(id);
+  // Errors from below (a binding too large, a lost device, a refused allocation) gain the node.
+  if (st.message().rfind("node ", 0) == 0) return st;
+  return st.with_context(fmt::format("node {} ({} '{}'): ", id, graph::op_name(node.op), node.name));
+}
+
+Status VulkanBackend::record(const Graph& graph, NodeId id, std::span<void* const> data,
+                             const ExecContext& ctx) {
   (void)ctx;
   const Node& node = graph.node(id);
   if (!dev_->lost().ok()) return dev_->lost();
@@ -390,7 +396,7 @@ Status VulkanBackend::execute(const Graph& graph, NodeId id, std::span<void* con
       }
       MINFER_ASSIGN_OR_RETURN(Tensor x, f32_src(1));
       MINFER_ASSIGN_OR_RETURN(Tensor y, out());
-      return matmul(node, *w, x, y, m);
+      return matmul(*w, x, y, m);
     }
     case OpKind::kGetRows: {
       const int64_t n = src_node(1).ne[0];

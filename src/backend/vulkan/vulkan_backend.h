@@ -12,6 +12,8 @@
 //   (*vk)->register_weight(w);                          // device-local copy
 //   (*vk)->execute(graph, id, data, ctx);               // records
 //   MINFER_RETURN_IF_ERROR((*vk)->synchronize());       // submits, waits (bounded), reports device errors
+//
+// One thread at a time (the scheduler's). Buffers from alloc_buffer() must be destroyed before the backend.
 #pragma once
 
 #include <map>
@@ -77,6 +79,9 @@ class VulkanBackend final : public Backend {
     uint64_t offset = 0;
   };
   explicit VulkanBackend(std::unique_ptr<vk::Device> dev);
+  // execute() without the node context on errors.
+  Status record(const graph::Graph& graph, graph::NodeId id, std::span<void* const> data,
+                const ExecContext& ctx);
   uint64_t max_binding() const;
   // The arena holding [ptr, ptr + bytes) and the offset there; nullptr when ptr is in no arena; an error
   // when the range starts in one and runs past its end.
@@ -89,7 +94,7 @@ class VulkanBackend final : public Backend {
   Status dispatch(const vk::Pipeline& p, std::initializer_list<vk::Window> bindings, const void* push,
                   uint64_t groups);
 
-  Status matmul(const graph::Node& node, const Weight& w, const Tensor& x, const Tensor& y, int64_t m);
+  Status matmul(const Weight& w, const Tensor& x, const Tensor& y, int64_t m);
   Status get_rows(const graph::Node& node, DType type, const vk::DeviceBuffer& table, int64_t table_rows,
                   size_t row_bytes, uint64_t table_offset, const Tensor& ids, int64_t n, const Tensor& out);
 
