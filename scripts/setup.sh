@@ -12,6 +12,9 @@ PACKAGES=(
   libedit-dev
   ccache
 )
+# The Vulkan backend: headers and the GLSL compiler to build it, Mesa's lavapipe (a Vulkan device that runs
+# on the CPU) so its tests execute every shader, and vulkaninfo for diagnosis.
+PACKAGES+=(libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools)
 # The visualizer's browser test (headless, through puppeteer-core) and the dump files' numpy check.
 PACKAGES+=(chromium python3-numpy)
 # The `neon` tier (scripts/tiers.sh): Debian's aarch64 cross compiler, qemu-user to run its binaries, and

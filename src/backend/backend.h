@@ -1,9 +1,10 @@
-// The backend seam: everything the scheduler needs from a device (CPU today, CUDA later). Models never
+// The backend seam: everything the scheduler needs from a device (CPU; Vulkan; CUDA later). Models never
 // name a backend; the scheduler assigns each node to the highest-priority backend whose supports_op
 // accepts it (a build-time decision) and runs contiguous same-backend splits.
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -59,8 +60,20 @@ class Backend {
   // without data). A violated kernel invariant returns an error naming the node; it never falls back.
   virtual Status execute(const graph::Graph& graph, graph::NodeId id, std::span<void* const> data,
                          const ExecContext& ctx) = 0;
-  // Waits for queued work (a no-op for the synchronous CPU backend).
-  virtual void synchronize() {}
+  // Submits what execute() recorded and waits for it (a no-op for the synchronous CPU backend). A device
+  // error (lost device, failed submit, timeout) is returned here; it never hangs.
+  virtual Status synchronize() { return {}; }
+
+  // Copies host bytes into this backend's memory at `dst` (a pointer into one of its buffers), and back.
+  // A host backend copies directly; a device backend stages the bytes and waits for queued work first.
+  virtual Status upload(void* dst, const void* src, size_t bytes) {
+    if (bytes) std::memcpy(dst, src, bytes);
+    return {};
+  }
+  virtual Status download(void* dst, const void* src, size_t bytes) {
+    if (bytes) std::memcpy(dst, src, bytes);
+    return {};
+  }
 };
 
 }  // namespace minfer::backend

@@ -1,8 +1,90 @@
 #include "backend/registry.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <thread>
+
+#include <fmt/format.h>
+
 #include "backend/cpu/cpu_backend.h"
+#include "core/log.h"
+#ifdef MINFER_HAS_VULKAN
+#include "backend/vulkan/device.h"
+#include "backend/vulkan/vulkan_backend.h"
+#endif
 
 namespace minfer::backend {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+BackendListing list_cpu() {
+  BackendListing b;
+  b.name = "CPU";
+  b.compiled = true;
+  b.available = true;
+  DeviceListing d;
+  d.name = fmt::format("host CPU ({} threads)", std::max(1u, std::thread::hardware_concurrency()));
+  d.type = "cpu";
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  d.memory_bytes = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  d.usable = true;
+  d.used_by_default = true;
+  b.devices.push_back(d);
+  return b;
+}
+
+BackendListing list_vulkan() {
+  BackendListing b;
+  b.name = "Vulkan";
+#ifdef MINFER_HAS_VULKAN
+  b.compiled = true;
+  auto devices = vk::enumerate_devices();
+  if (!devices.ok()) {
+    b.reason = devices.status().message();
+  } else if (devices->empty()) {
+    b.reason = "vulkan: the loader lists no device";
+  } else {
+    for (const vk::DeviceInfo& info : *devices) {
+      DeviceListing d;
+      d.index = info.index;
+      d.name = info.name;
+      d.type = vk::device_type_name(info.type);
+      d.memory_bytes = info.device_local_bytes;
+      d.subgroup_size = info.subgroup_size;
+      d.fp16 = info.fp16;
+      d.int8 = info.int8;
+      d.integer_dot = info.integer_dot;
+      d.cooperative_matrix = info.cooperative_matrix;
+      const std::string why = info.unusable_reason();
+      d.usable = why.empty();
+      d.used_by_default = d.usable && info.default_use();
+      d.note = !why.empty() ? why : d.used_by_default ? "" : "a CPU-type device: used only when named";
+      b.available = b.available || d.usable;
+      b.devices.push_back(d);
+    }
+    if (!b.available) b.reason = "vulkan: no device can run minfer's shaders";
+  }
+  static bool said = false;
+  if (!b.available && !said) {
+    said = true;
+    MINFER_LOG_INFO("{}; running on the CPU", b.reason);
+  }
+#else
+  b.reason =
+      "this build has no Vulkan backend (configure with -DMINFER_VULKAN=ON; needs libvulkan-dev and glslc)";
+#endif
+  return b;
+}
+
+}  // namespace
 
 std::vector<std::unique_ptr<Backend>> create_backends() {
   std::vector<std::unique_ptr<Backend>> out;
@@ -10,6 +92,47 @@ std::vector<std::unique_ptr<Backend>> create_backends() {
   return out;
 }
 
-std::vector<std::string> compiled_backends() { return {"CPU"}; }
+std::vector<std::string> compiled_backends() {
+#ifdef MINFER_HAS_VULKAN
+  return {"CPU", "Vulkan"};
+#else
+  return {"CPU"};
+#endif
+}
+
+std::vector<BackendListing> list_backends() {
+  return {list_cpu(), list_vulkan()};
+}
+
+Result<std::unique_ptr<Backend>> create_backend(std::string_view name, int device) {
+  const std::string key = lower(name);
+  if (key == "cpu") {
+    if (device > 0) return invalid_argument("backend CPU has one device (0), not {}", device);
+    return std::unique_ptr<Backend>(std::make_unique<CpuBackend>());
+  }
+  if (key != "vulkan") return invalid_argument("unknown backend '{}' (known: cpu, vulkan)", name);
+  BackendListing vk_listing = list_vulkan();
+  if (!vk_listing.compiled) return unsupported("backend '{}': {}", name, vk_listing.reason);
+  if (!vk_listing.available)
+    return unavailable("backend '{}' cannot be used on this machine: {}", name, vk_listing.reason);
+#ifdef MINFER_HAS_VULKAN
+  if (device < 0) {  // named backend, no index: a default-use device first, else any usable one (lavapipe)
+    for (const DeviceListing& d : vk_listing.devices) {
+      if (d.used_by_default) {
+        device = d.index;
+        break;
+      }
+    }
+    for (const DeviceListing& d : vk_listing.devices) {
+      if (device < 0 && d.usable) device = d.index;
+    }
+  }
+  auto vk = VulkanBackend::create(device);
+  if (!vk.ok()) return vk.status();
+  return std::unique_ptr<Backend>(std::move(*vk));
+#else
+  return unsupported("backend '{}' is not in this build", name);
+#endif
+}
 
 }  // namespace minfer::backend

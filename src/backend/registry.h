@@ -1,19 +1,55 @@
-// The backend registry: every backend this build contains, in priority order. The engine registers
-// weights with each and hands them to the scheduler; models never see this list. A device backend
-// (CUDA) adds one entry here when compiled in.
+// The backend registry: every backend this build contains. The engine registers weights with the
+// backends create_backends() returns and hands them to the scheduler; models never see this list. A device
+// backend adds one entry to kEntries in registry.cpp (and its folder) when compiled in.
+//
+// Today create_backends() returns the CPU only: the scheduler has no cross-device copies yet, so a device
+// backend is reached by name (create_backend) for its op tests and listed by `minfer devices`.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
 
 namespace minfer::backend {
 
-// Backends available on this machine, highest priority first. The CPU is always last and always present.
+// Backends the engine runs on, highest priority first. The CPU is always last and always present.
 std::vector<std::unique_ptr<Backend>> create_backends();
-// Names of the backends compiled into this build ("CPU", later "CUDA").
+// Names of the backends compiled into this build ("CPU", "Vulkan").
 std::vector<std::string> compiled_backends();
+
+// One device of a backend, as `minfer devices` prints it.
+struct DeviceListing {
+  int index = 0;
+  std::string name;
+  std::string type;  // "discrete", "integrated", "virtual", "cpu", "other"
+  uint64_t memory_bytes = 0;
+  uint32_t subgroup_size = 0;  // 0: not applicable (the CPU)
+  bool fp16 = false, int8 = false, integer_dot = false, cooperative_matrix = false;
+  bool usable = false;  // minfer can run on it
+  bool used_by_default = false;
+  std::string note;  // why it is not used by default, or why it is unusable
+};
+
+struct BackendListing {
+  std::string name;
+  bool compiled = false;   // in this build
+  bool available = false;  // this machine can use it
+  std::string reason;      // why not, when !available
+  std::vector<DeviceListing> devices;
+};
+
+// Every backend minfer knows, compiled in or not, with its devices. Probes once (the Vulkan loader is
+// opened at the first call); when Vulkan is compiled in but unusable, logs once that it runs on the CPU.
+std::vector<BackendListing> list_backends();
+
+// The backend `name` (case-insensitive: "cpu", "vulkan") on device `device` (-1: its first usable device,
+// preferring one used by default). Three distinct refusals, each naming what was refused: an unknown
+// name (kInvalidArgument), a backend this build does not contain (kUnsupported), and one this machine
+// cannot use, with the reason (kUnavailable).
+Result<std::unique_ptr<Backend>> create_backend(std::string_view name, int device = -1);
 
 }  // namespace minfer::backend

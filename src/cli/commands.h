@@ -27,5 +27,6 @@ int rm_command(const Args& args);
 int convert_command(const Args& args);
 int dump_diff_command(const Args& args);
 int viz_command(const Args& args);
+int devices_command(const Args& args);
 
 }  // namespace minfer::cli

@@ -49,6 +49,7 @@ constexpr Command kCommands[] = {
      minfer::cli::viz_command},
     {"dump-diff", "first node whose outputs differ between two MINFER_DUMP_DIR dumps (--tol X)",
      minfer::cli::dump_diff_command},
+    {"devices", "list backends and devices (Vulkan GPUs, lavapipe, the CPU) and which are used by default", minfer::cli::devices_command},
 };
 
 void print_usage(std::FILE* out) {

@@ -280,7 +280,10 @@ Status Scheduler::execute(Plan& plan, const backend::BatchView& batch, std::span
         ++t.calls;
       }
     }
-    b.synchronize();
+    if (Status st = b.synchronize(); !st.ok()) {
+      return st.with_context(fmt::format("{}: split of nodes {}..{}: ", b.name(), plan.order[split.begin],
+                                         plan.order[split.end - 1]));
+    }
   }
   return {};
 }
@@ -307,7 +310,7 @@ Status Scheduler::execute_observed(Plan& plan, const backend::ExecContext& ctx) 
       const Node& n = g.node(ev.id);
       ev.t_begin_ns = now_ns();
       Status st = b.execute(g, ev.id, plan.data, ctx);
-      b.synchronize();
+      if (st.ok()) st = b.synchronize();
       ev.t_end_ns = now_ns();
       if (!st.ok()) {
         for (NodeObserver* o : observers_) o->end_step(plan, false);

@@ -1,0 +1,491 @@
+// Instance, physical-device probing and the logical device. The only file that opens the loader and
+// resolves entry points; everything else calls through the Api table it fills.
+#include "backend/vulkan/device.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+
+namespace minfer::backend::vk {
+namespace {
+
+struct Instance {
+  Api api;
+  VkInstance instance = VK_NULL_HANDLE;
+  std::vector<VkPhysicalDevice> physical;
+  std::vector<DeviceInfo> infos;
+};
+
+bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
+  for (const auto& e : exts) {
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  }
+  return false;
+}
+
+DeviceType to_type(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return DeviceType::kDiscrete;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return DeviceType::kIntegrated;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return DeviceType::kVirtual;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return DeviceType::kCpu;
+    default:
+      return DeviceType::kOther;
+  }
+}
+
+DeviceInfo probe(const Api& api, VkPhysicalDevice pd, int index) {
+  DeviceInfo info;
+  info.index = index;
+  uint32_t n_ext = 0;
+  api.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n_ext, nullptr);
+  std::vector<VkExtensionProperties> exts(n_ext);
+  api.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n_ext, exts.data());
+
+  VkPhysicalDeviceProperties base{};
+  api.vkGetPhysicalDeviceProperties(pd, &base);
+  info.api_version = base.apiVersion;
+  const bool v12 = base.apiVersion >= VK_API_VERSION_1_2;
+  const bool v13 = base.apiVersion >= VK_API_VERSION_1_3;
+
+  VkPhysicalDeviceSubgroupProperties subgroup{};
+  subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+  VkPhysicalDeviceDriverProperties driver{};
+  driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
+  VkPhysicalDeviceMaintenance3Properties maint3{};
+  maint3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
+  VkPhysicalDeviceProperties2 props{};
+  props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  props.pNext = &subgroup;
+  subgroup.pNext = &maint3;
+  if (v12 || has_extension(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME)) maint3.pNext = &driver;
+  api.vkGetPhysicalDeviceProperties2(pd, &props);
+
+  info.name = base.deviceName;
+  info.type = to_type(base.deviceType);
+  info.driver = driver.driverName[0] ? fmt::format("{}: {}", driver.driverName, driver.driverInfo)
+                                     : fmt::format("driver {:#x}", base.driverVersion);
+  info.subgroup_size = subgroup.subgroupSize;
+  info.subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+                             (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0;
+  const VkPhysicalDeviceLimits& lim = base.limits;
+  info.max_storage_buffer_range = lim.maxStorageBufferRange;
+  info.min_storage_buffer_offset_alignment = lim.minStorageBufferOffsetAlignment;
+  info.max_allocation_bytes = maint3.maxMemoryAllocationSize;
+  info.max_push_constants_bytes = lim.maxPushConstantsSize;
+  info.max_shared_memory_bytes = lim.maxComputeSharedMemorySize;
+  info.max_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
+  for (int i = 0; i < 3; ++i) info.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
+
+  VkPhysicalDeviceFeatures2 features{};
+  features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  VkPhysicalDeviceVulkan11Features f11{};
+  f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+  VkPhysicalDeviceVulkan12Features f12{};
+  f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+  VkPhysicalDeviceVulkan13Features f13{};
+  f13.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES;
+  VkPhysicalDevice16BitStorageFeatures s16{};
+  s16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
+  if (v12) {
+    features.pNext = &f11;
+    f11.pNext = &f12;
+    if (v13) f12.pNext = &f13;
+  } else {
+    features.pNext = &s16;
+  }
+  api.vkGetPhysicalDeviceFeatures2(pd, &features);
+  if (v12) {
+    info.storage16 = f11.storageBuffer16BitAccess;
+    info.storage8 = f12.storageBuffer8BitAccess;
+    info.fp16 = f12.shaderFloat16;
+    info.int8 = f12.shaderInt8;
+  } else {
+    info.storage16 = s16.storageBuffer16BitAccess;
+  }
+  info.integer_dot = (v13 && f13.shaderIntegerDotProduct) ||
+                     has_extension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  info.cooperative_matrix = has_extension(exts, "VK_KHR_cooperative_matrix");
+
+  VkPhysicalDeviceMemoryProperties mem{};
+  api.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+  for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
+    if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      info.device_local_bytes += mem.memoryHeaps[h].size;
+  }
+  uint32_t n_families = 0;
+  api.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n_families, nullptr);
+  std::vector<VkQueueFamilyProperties> families(n_families);
+  api.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n_families, families.data());
+  for (uint32_t f = 0; f < n_families; ++f) {  // a compute-only family first (async compute), else any
+    if ((families[f].queueFlags & VK_QUEUE_COMPUTE_BIT) &&
+        !(families[f].queueFlags & VK_QUEUE_GRAPHICS_BIT)) {
+      info.compute_queue_family = static_cast<int32_t>(f);
+      break;
+    }
+  }
+  for (uint32_t f = 0; f < n_families && info.compute_queue_family < 0; ++f) {
+    if (families[f].queueFlags & VK_QUEUE_COMPUTE_BIT) info.compute_queue_family = static_cast<int32_t>(f);
+  }
+  return info;
+}
+
+// Opens the loader and creates the instance once per process. The instance lives until exit.
+Result<const Instance*> instance() {
+  static std::mutex mu;
+  static std::unique_ptr<Instance> inst;
+  static Status failure;
+  static bool tried = false;
+  std::lock_guard<std::mutex> lock(mu);
+  if (tried) {
+    if (!failure.ok()) return failure;
+    return static_cast<const Instance*>(inst.get());
+  }
+  tried = true;
+  auto fail = [&](Status st) -> Result<const Instance*> {
+    failure = st;
+    return st;
+  };
+  // MINFER_VULKAN_LOADER names another loader library (diagnosis, and the tests' "no loader" case).
+  const char* override_name = std::getenv("MINFER_VULKAN_LOADER");
+  const char* lib_name = override_name != nullptr && *override_name ? override_name : "libvulkan.so.1";
+  void* lib = dlopen(lib_name, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr && override_name == nullptr) lib = dlopen("libvulkan.so", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return fail(unavailable("vulkan: no Vulkan loader ({}): {}", lib_name, dlerror()));
+  auto out = std::make_unique<Instance>();
+  Api& api = out->api;
+  api.get_instance_proc_addr =
+      reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib, "vkGetInstanceProcAddr"));
+  if (api.get_instance_proc_addr == nullptr)
+    return fail(unavailable("vulkan: the loader has no vkGetInstanceProcAddr"));
+#define MINFER_VK_LOAD_GLOBAL(name) \
+  api.name = reinterpret_cast<PFN_##name>(api.get_instance_proc_addr(VK_NULL_HANDLE, #name));
+  MINFER_VK_GLOBAL_FNS(MINFER_VK_LOAD_GLOBAL)
+#undef MINFER_VK_LOAD_GLOBAL
+  if (api.vkCreateInstance == nullptr) return fail(unavailable("vulkan: the loader has no vkCreateInstance"));
+  uint32_t loader_version = VK_API_VERSION_1_0;
+  if (api.vkEnumerateInstanceVersion) api.vkEnumerateInstanceVersion(&loader_version);
+  if (loader_version < VK_API_VERSION_1_1) {
+    return fail(unavailable("vulkan: the loader supports Vulkan {}.{}; minfer needs 1.1",
+                            VK_API_VERSION_MAJOR(loader_version), VK_API_VERSION_MINOR(loader_version)));
+  }
+  uint32_t n_ext = 0;
+  api.vkEnumerateInstanceExtensionProperties(nullptr, &n_ext, nullptr);
+  std::vector<VkExtensionProperties> exts(n_ext);
+  api.vkEnumerateInstanceExtensionProperties(nullptr, &n_ext, exts.data());
+  std::vector<const char*> enabled;
+  VkInstanceCreateFlags flags = 0;
+  if (has_extension(exts, "VK_KHR_portability_enumeration")) {  // MoltenVK lists its devices only with it
+    enabled.push_back("VK_KHR_portability_enumeration");
+    flags |= 0x00000001;  // VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
+  }
+  VkApplicationInfo app{};
+  app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
+  app.pApplicationName = "minfer";
+  app.pEngineName = "minfer";
+  app.apiVersion = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : loader_version;
+  VkInstanceCreateInfo ci{};
+  ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
+  ci.flags = flags;
+  ci.pApplicationInfo = &app;
+  ci.enabledExtensionCount = static_cast<uint32_t>(enabled.size());
+  ci.ppEnabledExtensionNames = enabled.data();
+  if (Status st = check_vk(api.vkCreateInstance(&ci, nullptr, &out->instance), "vkCreateInstance");
+      !st.ok()) {
+    return fail(st);
+  }
+#define MINFER_VK_LOAD_INSTANCE(name)                                                        \
+  api.name = reinterpret_cast<PFN_##name>(api.get_instance_proc_addr(out->instance, #name)); \
+  if (api.name == nullptr)                                                                   \
+    return fail(unavailable("vulkan: the loader has no {} (Vulkan 1.1 needed)", #name));
+  MINFER_VK_INSTANCE_FNS(MINFER_VK_LOAD_INSTANCE)
+#undef MINFER_VK_LOAD_INSTANCE
+  uint32_t n_dev = 0;
+  if (Status st = check_vk(api.vkEnumeratePhysicalDevices(out->instance, &n_dev, nullptr),
+                           "vkEnumeratePhysicalDevices");
+      !st.ok()) {
+    return fail(st);
+  }
+  out->physical.resize(n_dev);
+  api.vkEnumeratePhysicalDevices(out->instance, &n_dev, out->physical.data());
+  out->physical.resize(n_dev);
+  for (uint32_t i = 0; i < n_dev; ++i)
+    out->infos.push_back(probe(api, out->physical[i], static_cast<int>(i)));
+  inst = std::move(out);
+  return static_cast<const Instance*>(inst.get());
+}
+
+}  // namespace
+
+std::string result_name(VkResult r) {
+  switch (r) {
+#define MINFER_VK_CASE(x) \
+  case x:                 \
+    return #x;
+    MINFER_VK_CASE(VK_SUCCESS)
+    MINFER_VK_CASE(VK_NOT_READY)
+    MINFER_VK_CASE(VK_TIMEOUT)
+    MINFER_VK_CASE(VK_EVENT_SET)
+    MINFER_VK_CASE(VK_EVENT_RESET)
+    MINFER_VK_CASE(VK_INCOMPLETE)
+    MINFER_VK_CASE(VK_ERROR_OUT_OF_HOST_MEMORY)
+    MINFER_VK_CASE(VK_ERROR_OUT_OF_DEVICE_MEMORY)
+    MINFER_VK_CASE(VK_ERROR_INITIALIZATION_FAILED)
+    MINFER_VK_CASE(VK_ERROR_DEVICE_LOST)
+    MINFER_VK_CASE(VK_ERROR_MEMORY_MAP_FAILED)
+    MINFER_VK_CASE(VK_ERROR_LAYER_NOT_PRESENT)
+    MINFER_VK_CASE(VK_ERROR_EXTENSION_NOT_PRESENT)
+    MINFER_VK_CASE(VK_ERROR_FEATURE_NOT_PRESENT)
+    MINFER_VK_CASE(VK_ERROR_INCOMPATIBLE_DRIVER)
+    MINFER_VK_CASE(VK_ERROR_TOO_MANY_OBJECTS)
+    MINFER_VK_CASE(VK_ERROR_FORMAT_NOT_SUPPORTED)
+    MINFER_VK_CASE(VK_ERROR_FRAGMENTED_POOL)
+    MINFER_VK_CASE(VK_ERROR_UNKNOWN)
+    MINFER_VK_CASE(VK_ERROR_OUT_OF_POOL_MEMORY)
+    MINFER_VK_CASE(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+    MINFER_VK_CASE(VK_ERROR_FRAGMENTATION)
+    MINFER_VK_CASE(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
+#undef MINFER_VK_CASE
+    default:
+      return fmt::format("VkResult({})", static_cast<int>(r));
+  }
+}
+
+Status check_vk(VkResult r, std::string_view what) {
+  if (r == VK_SUCCESS) return {};
+  const StatusCode code = r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY
+                              ? StatusCode::kOutOfRange
+                              : StatusCode::kUnavailable;
+  return Status(code, fmt::format("vulkan: {}: {}", what, result_name(r)));
+}
+
+const char* device_type_name(DeviceType type) {
+  switch (type) {
+    case DeviceType::kDiscrete:
+      return "discrete";
+    case DeviceType::kIntegrated:
+      return "integrated";
+    case DeviceType::kVirtual:
+      return "virtual";
+    case DeviceType::kCpu:
+      return "cpu";
+    case DeviceType::kOther:
+      break;
+  }
+  return "other";
+}
+
+std::string DeviceInfo::unusable_reason() const {
+  if (compute_queue_family < 0) return "no compute queue";
+  if (api_version < VK_API_VERSION_1_1) return "Vulkan 1.1 needed";
+  if (!subgroup_arithmetic) return "no subgroup arithmetic in compute shaders";
+  if (max_workgroup_invocations < 64 || max_push_constants_bytes < 128)
+    return "compute limits below what the shaders use";
+  return {};
+}
+
+Result<std::vector<DeviceInfo>> enumerate_devices() {
+  MINFER_ASSIGN_OR_RETURN(const Instance* inst, instance());
+  return inst->infos;
+}
+
+Result<std::unique_ptr<Device>> Device::open(int index) {
+  MINFER_ASSIGN_OR_RETURN(const Instance* inst, instance());
+  if (index < 0 || static_cast<size_t>(index) >= inst->infos.size()) {
+    return not_found("vulkan: no device {} ({} device(s); see `minfer devices`)", index, inst->infos.size());
+  }
+  std::unique_ptr<Device> dev(new Device());
+  dev->api_ = &inst->api;
+  dev->info_ = inst->infos[static_cast<size_t>(index)];
+  dev->physical_ = inst->physical[static_cast<size_t>(index)];
+  const Api& api = *dev->api_;
+  if (std::string why = dev->info_.unusable_reason(); !why.empty()) {
+    return unsupported("vulkan: device {} ({}) cannot run minfer's shaders: {}", index, dev->info_.name, why);
+  }
+  api.vkGetPhysicalDeviceMemoryProperties(dev->physical_, &dev->memory_);
+
+  uint32_t n_ext = 0;
+  api.vkEnumerateDeviceExtensionProperties(dev->physical_, nullptr, &n_ext, nullptr);
+  std::vector<VkExtensionProperties> exts(n_ext);
+  api.vkEnumerateDeviceExtensionProperties(dev->physical_, nullptr, &n_ext, exts.data());
+  std::vector<const char*> enabled;
+  if (has_extension(exts, "VK_KHR_portability_subset")) enabled.push_back("VK_KHR_portability_subset");
+
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo qci{};
+  qci.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+  qci.queueFamilyIndex = static_cast<uint32_t>(dev->info_.compute_queue_family);
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &priority;
+  VkDeviceCreateInfo dci{};
+  dci.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  dci.enabledExtensionCount = static_cast<uint32_t>(enabled.size());
+  dci.ppEnabledExtensionNames = enabled.data();
+  MINFER_RETURN_IF_ERROR(check_vk(api.vkCreateDevice(dev->physical_, &dci, nullptr, &dev->device_),
+                                  fmt::format("vkCreateDevice({})", dev->info_.name)));
+  api.vkGetDeviceQueue(dev->device_, qci.queueFamilyIndex, 0, &dev->queue_);
+
+  VkCommandPoolCreateInfo pci{};
+  pci.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pci.queueFamilyIndex = qci.queueFamilyIndex;
+  MINFER_RETURN_IF_ERROR(check_vk(api.vkCreateCommandPool(dev->device_, &pci, nullptr, &dev->command_pool_),
+                                  "vkCreateCommandPool"));
+  VkCommandBufferAllocateInfo cai{};
+  cai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+  cai.commandPool = dev->command_pool_;
+  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  cai.commandBufferCount = 1;
+  MINFER_RETURN_IF_ERROR(check_vk(api.vkAllocateCommandBuffers(dev->device_, &cai, &dev->command_buffer_),
+                                  "vkAllocateCommandBuffers"));
+  VkFenceCreateInfo fci{};
+  fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+  MINFER_RETURN_IF_ERROR(
+      check_vk(api.vkCreateFence(dev->device_, &fci, nullptr, &dev->fence_), "vkCreateFence"));
+  return dev;
+}
+
+Device::~Device() {
+  if (device_ == VK_NULL_HANDLE) return;
+  const Api& api = *api_;
+  if (lost_.ok()) api.vkDeviceWaitIdle(device_);
+  for (VkDescriptorPool p : descriptor_pools_) api.vkDestroyDescriptorPool(device_, p, nullptr);
+  if (fence_) api.vkDestroyFence(device_, fence_, nullptr);
+  if (command_pool_) api.vkDestroyCommandPool(device_, command_pool_, nullptr);
+  api.vkDestroyDevice(device_, nullptr);
+}
+
+uint32_t Device::memory_type(VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred,
+                             uint32_t allowed_bits, bool* found) const {
+  *found = false;
+  uint32_t fallback = 0;
+  bool have_fallback = false;
+  for (uint32_t i = 0; i < memory_.memoryTypeCount; ++i) {
+    if (!(allowed_bits & (1u << i))) continue;
+    const VkMemoryPropertyFlags f = memory_.memoryTypes[i].propertyFlags;
+    if ((f & required) != required) continue;
+    if ((f & preferred) == preferred) {
+      *found = true;
+      return i;
+    }
+    if (!have_fallback) {
+      fallback = i;
+      have_fallback = true;
+    }
+  }
+  *found = have_fallback;
+  return fallback;
+}
+
+Fault Device::take_fault(Fault kind) {
+  if (fault_ != kind) return Fault::kNone;
+  fault_ = Fault::kNone;
+  return kind;
+}
+
+Result<VkCommandBuffer> Device::command_buffer() {
+  if (!lost_.ok()) return lost_;
+  if (!recording_) {
+    VkCommandBufferBeginInfo bi{};
+    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    MINFER_RETURN_IF_ERROR(
+        check_vk(api_->vkBeginCommandBuffer(command_buffer_, &bi), "vkBeginCommandBuffer"));
+    recording_ = true;
+  }
+  return command_buffer_;
+}
+
+Result<VkDescriptorSet> Device::allocate_descriptor_set(VkDescriptorSetLayout layout) {
+  constexpr uint32_t kSetsPerPool = 256;
+  constexpr uint32_t kBindingsPerSet = 8;
+  for (;;) {
+    if (pool_in_use_ == descriptor_pools_.size()) {
+      VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kBindingsPerSet};
+      VkDescriptorPoolCreateInfo ci{};
+      ci.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+      ci.maxSets = kSetsPerPool;
+      ci.poolSizeCount = 1;
+      ci.pPoolSizes = &size;
+      VkDescriptorPool pool = VK_NULL_HANDLE;
+      MINFER_RETURN_IF_ERROR(
+          check_vk(api_->vkCreateDescriptorPool(device_, &ci, nullptr, &pool), "vkCreateDescriptorPool"));
+      descriptor_pools_.push_back(pool);
+    }
+    VkDescriptorSetAllocateInfo ai{};
+    ai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+    ai.descriptorPool = descriptor_pools_[pool_in_use_];
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &layout;
+    VkDescriptorSet set = VK_NULL_HANDLE;
+    const VkResult r = api_->vkAllocateDescriptorSets(device_, &ai, &set);
+    if (r == VK_SUCCESS) return set;
+    if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL) {
+      return check_vk(r, "vkAllocateDescriptorSets");
+    }
+    ++pool_in_use_;  // this pool is full: the next one (created on demand)
+  }
+}
+
+void Device::reset_after_submit() {
+  for (size_t i = 0; i <= pool_in_use_ && i < descriptor_pools_.size(); ++i) {
+    api_->vkResetDescriptorPool(device_, descriptor_pools_[i], 0);
+  }
+  pool_in_use_ = 0;
+  api_->vkResetCommandBuffer(command_buffer_, 0);
+  recording_ = false;
+}
+
+Status Device::submit_and_wait() {
+  if (!lost_.ok()) return lost_;
+  if (!recording_) return {};
+  const Api& api = *api_;
+  Status st = check_vk(api.vkEndCommandBuffer(command_buffer_), "vkEndCommandBuffer");
+  if (!st.ok()) {
+    reset_after_submit();
+    return st;
+  }
+  VkSubmitInfo si{};
+  si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &command_buffer_;
+  VkResult r = api.vkQueueSubmit(queue_, 1, &si, fence_);
+  if (take_fault(Fault::kSubmitFailed) != Fault::kNone && r == VK_SUCCESS) {
+    api.vkWaitForFences(device_, 1, &fence_, VK_TRUE, timeout_ms_ * 1000000ull);  // let the real work drain
+    r = VK_ERROR_OUT_OF_HOST_MEMORY;
+  }
+  if (r != VK_SUCCESS) {
+    api.vkResetFences(device_, 1, &fence_);
+    reset_after_submit();
+    if (r == VK_ERROR_DEVICE_LOST) lost_ = check_vk(r, fmt::format("vkQueueSubmit on {}", info_.name));
+    return check_vk(r, fmt::format("vkQueueSubmit on {}", info_.name));
+  }
+  r = api.vkWaitForFences(device_, 1, &fence_, VK_TRUE, timeout_ms_ * 1000000ull);
+  if (take_fault(Fault::kDeviceLost) != Fault::kNone) r = VK_ERROR_DEVICE_LOST;
+  if (r == VK_TIMEOUT) {
+    lost_ = unavailable(
+        "vulkan: {} did not finish a submit within {} ms (VK_TIMEOUT); the device is treated as lost",
+        info_.name, timeout_ms_);
+    return lost_;
+  }
+  if (r != VK_SUCCESS) {
+    lost_ = check_vk(r, fmt::format("vkWaitForFences on {}", info_.name));
+    return lost_;
+  }
+  api.vkResetFences(device_, 1, &fence_);
+  reset_after_submit();
+  return {};
+}
+
+}  // namespace minfer::backend::vk

@@ -1,0 +1,121 @@
+// The Vulkan device layer: the process-wide instance (loader opened once), physical-device probing
+// (properties, features, limits), and a logical device with one compute queue on which work is recorded
+// into a command buffer and submitted with a bounded fence wait. Errors name the call and its VkResult;
+// nothing here waits without a bound.
+//
+//   auto devices = vk::enumerate_devices();            // error when there is no loader or instance
+//   auto dev = vk::Device::open((*devices)[0].index);  // any type, lavapipe included
+//   ... dev->record(...) ... ; MINFER_RETURN_IF_ERROR(dev->submit_and_wait());
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan/api.h"
+#include "core/status.h"
+
+namespace minfer::backend::vk {
+
+enum class DeviceType { kDiscrete, kIntegrated, kVirtual, kCpu, kOther };
+const char* device_type_name(DeviceType type);  // "discrete", "integrated", "virtual", "cpu", "other"
+
+// What minfer reads from a physical device once, at enumeration.
+struct DeviceInfo {
+  int index = 0;  // position in vkEnumeratePhysicalDevices order, the number `minfer devices` prints
+  std::string name;
+  DeviceType type = DeviceType::kOther;
+  std::string driver;  // driver name and info ("llvmpipe: Mesa 22.3.6 (LLVM 15.0.6)")
+  uint32_t api_version = 0;
+  uint64_t device_local_bytes = 0;   // sum of the DEVICE_LOCAL heaps
+  uint32_t subgroup_size = 0;        // read, never assumed (8 lavapipe, 32 NVIDIA, 64 AMD)
+  bool subgroup_arithmetic = false;  // subgroupAdd in compute shaders (the reductions need it)
+  bool fp16 = false;                 // shaderFloat16
+  bool int8 = false;                 // shaderInt8
+  bool storage16 = false;            // storageBuffer16BitAccess
+  bool storage8 = false;             // storageBuffer8BitAccess
+  bool integer_dot = false;          // VK_KHR_shader_integer_dot_product (or core 1.3)
+  bool cooperative_matrix = false;   // VK_KHR_cooperative_matrix
+  uint64_t max_storage_buffer_range = 0;
+  uint64_t min_storage_buffer_offset_alignment = 1;
+  uint64_t max_allocation_bytes = 0;  // maxMemoryAllocationSize
+  uint32_t max_push_constants_bytes = 0;
+  uint32_t max_shared_memory_bytes = 0;
+  uint32_t max_workgroup_invocations = 0;
+  uint32_t max_workgroup_count[3] = {0, 0, 0};
+  int32_t compute_queue_family = -1;  // -1: no compute queue (unusable)
+
+  // Used without being named: a discrete or integrated GPU. A CPU-type device (lavapipe) is slower than
+  // minfer's own CPU kernels and is used only when asked for by index or backend name.
+  bool default_use() const { return type == DeviceType::kDiscrete || type == DeviceType::kIntegrated; }
+  // Empty when minfer can run on it; otherwise why not ("no subgroup arithmetic in compute shaders").
+  std::string unusable_reason() const;
+};
+
+// Every Vulkan device, in the loader's order. An error (naming the cause: no libvulkan.so.1, instance
+// creation refused) when Vulkan cannot be used at all; an empty list when there is a loader but no device.
+// Probes once per process and caches the answer.
+Result<std::vector<DeviceInfo>> enumerate_devices();
+
+// Faults a test can inject into the next submit or allocation (the device layer's test hook).
+enum class Fault { kNone, kDeviceLost, kSubmitFailed, kOutOfDeviceMemory };
+
+class Device {
+ public:
+  // Opens device `index` of enumerate_devices(). Fails, naming the device and the reason, when it has no
+  // compute queue or lacks what the shaders need. Costs a vkCreateDevice (milliseconds).
+  static Result<std::unique_ptr<Device>> open(int index);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  const Api& api() const { return *api_; }
+  VkDevice handle() const { return device_; }
+  VkPhysicalDevice physical() const { return physical_; }
+  uint32_t memory_type(VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred, uint32_t allowed_bits,
+                       bool* found) const;
+
+  // The command buffer work is recorded into; begun on first use after a submit.
+  Result<VkCommandBuffer> command_buffer();
+  bool recording() const { return recording_; }
+  // Ends the command buffer, submits it and waits on its fence for at most timeout_ms. A timeout or a lost
+  // device marks the device lost: every later call fails fast with that error instead of hanging.
+  Status submit_and_wait();
+  // Descriptor sets for this command buffer; they are recycled after submit_and_wait.
+  Result<VkDescriptorSet> allocate_descriptor_set(VkDescriptorSetLayout layout);
+
+  void set_timeout_ms(uint64_t ms) { timeout_ms_ = ms; }
+  // Test hook: the next submit (kDeviceLost, kSubmitFailed) or allocation (kOutOfDeviceMemory) fails.
+  void inject_fault(Fault fault) { fault_ = fault; }
+  Fault take_fault(Fault kind);  // returns `kind` and clears it when that fault is armed, kNone otherwise
+  // Non-ok once the device is lost (after a timeout or VK_ERROR_DEVICE_LOST).
+  const Status& lost() const { return lost_; }
+
+ private:
+  Device() = default;
+  void reset_after_submit();
+
+  const Api* api_ = nullptr;
+  DeviceInfo info_;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkPhysicalDeviceMemoryProperties memory_{};
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  VkCommandPool command_pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer command_buffer_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  std::vector<VkDescriptorPool> descriptor_pools_;
+  size_t pool_in_use_ = 0;
+  bool recording_ = false;
+  uint64_t timeout_ms_ = 60000;
+  Fault fault_ = Fault::kNone;
+  Status lost_;
+};
+
+// "vulkan: <what>: VK_ERROR_..." when r is not VK_SUCCESS.
+Status check_vk(VkResult r, std::string_view what);
+
+}  // namespace minfer::backend::vk

@@ -1,0 +1,146 @@
+// Buffers, staging uploads and read-backs (see memory.h).
+#include "backend/vulkan/memory.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace minfer::backend::vk {
+namespace {
+
+constexpr size_t kStagingChunk = size_t{64} << 20;
+
+// Records a buffer-to-buffer copy as its own submit (after draining whatever was recorded before).
+Status copy_now(Device& dev, VkBuffer src, size_t src_off, VkBuffer dst, size_t dst_off, size_t bytes) {
+  MINFER_RETURN_IF_ERROR(dev.submit_and_wait());
+  MINFER_ASSIGN_OR_RETURN(VkCommandBuffer cb, dev.command_buffer());
+  VkBufferCopy region{src_off, dst_off, bytes};
+  dev.api().vkCmdCopyBuffer(cb, src, dst, 1, &region);
+  return dev.submit_and_wait();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::create(Device& dev, size_t bytes, MemoryKind kind,
+                                                           std::string_view what) {
+  if (!dev.lost().ok()) return dev.lost();
+  const Api& api = dev.api();
+  std::unique_ptr<DeviceBuffer> b(new DeviceBuffer());
+  b->dev_ = &dev;
+  b->size_ = bytes;
+  const size_t alloc_bytes = std::max<size_t>(16, (bytes + 15) / 16 * 16);  // shaders read whole 32-bit words
+  if (dev.info().max_allocation_bytes != 0 && alloc_bytes > dev.info().max_allocation_bytes) {
+    return error(StatusCode::kOutOfRange, "vulkan: {}: {} bytes exceed {}'s largest allocation ({} bytes)",
+                 what, bytes, dev.info().name, dev.info().max_allocation_bytes);
+  }
+  VkBufferCreateInfo bci{};
+  bci.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  bci.size = alloc_bytes;
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+              VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  MINFER_RETURN_IF_ERROR(check_vk(api.vkCreateBuffer(dev.handle(), &bci, nullptr, &b->buffer_),
+                                  fmt::format("vkCreateBuffer for {} ({} bytes)", what, bytes)));
+  VkMemoryRequirements req{};
+  api.vkGetBufferMemoryRequirements(dev.handle(), b->buffer_, &req);
+  bool found = false;
+  const uint32_t type =
+      kind == MemoryKind::kDeviceLocal
+          ? dev.memory_type(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                            req.memoryTypeBits, &found)
+          : dev.memory_type(VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                            VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                                VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+                            req.memoryTypeBits, &found);
+  if (!found) return unsupported("vulkan: {}: {} has no suitable memory type", what, dev.info().name);
+  VkMemoryAllocateInfo mai{};
+  mai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+  mai.allocationSize = req.size;
+  mai.memoryTypeIndex = type;
+  VkResult r = dev.take_fault(Fault::kOutOfDeviceMemory) != Fault::kNone
+                   ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+                   : api.vkAllocateMemory(dev.handle(), &mai, nullptr, &b->memory_);
+  if (r != VK_SUCCESS) {
+    return Status(StatusCode::kOutOfRange, fmt::format("vulkan: {}: cannot allocate {} bytes on {}: {}", what,
+                                                       bytes, dev.info().name, result_name(r)));
+  }
+  MINFER_RETURN_IF_ERROR(
+      check_vk(api.vkBindBufferMemory(dev.handle(), b->buffer_, b->memory_, 0), "vkBindBufferMemory"));
+  if (kind == MemoryKind::kHostVisible) {
+    MINFER_RETURN_IF_ERROR(
+        check_vk(api.vkMapMemory(dev.handle(), b->memory_, 0, VK_WHOLE_SIZE, 0, &b->mapped_),
+                 fmt::format("vkMapMemory for {}", what)));
+  }
+  return b;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  const Api& api = dev_->api();
+  if (mapped_) api.vkUnmapMemory(dev_->handle(), memory_);
+  if (buffer_) api.vkDestroyBuffer(dev_->handle(), buffer_, nullptr);
+  if (memory_) api.vkFreeMemory(dev_->handle(), memory_, nullptr);
+}
+
+Status upload(Device& dev, DeviceBuffer& dst, size_t offset, const void* src, size_t bytes) {
+  if (offset > dst.size() || bytes > dst.size() - offset) {
+    return invalid_argument("vulkan: upload of {} bytes at {} past the end of a {}-byte buffer", bytes,
+                            offset, dst.size());
+  }
+  if (bytes == 0) return {};
+  MINFER_RETURN_IF_ERROR(dev.submit_and_wait());
+  if (dst.mapped()) {
+    std::memcpy(static_cast<uint8_t*>(dst.mapped()) + offset, src, bytes);
+    return {};
+  }
+  MINFER_ASSIGN_OR_RETURN(auto staging, DeviceBuffer::create(dev, std::min(bytes, kStagingChunk),
+                                                             MemoryKind::kHostVisible, "staging buffer"));
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min(bytes - done, kStagingChunk);
+    std::memcpy(staging->mapped(), static_cast<const uint8_t*>(src) + done, n);
+    MINFER_RETURN_IF_ERROR(copy_now(dev, staging->handle(), 0, dst.handle(), offset + done, n));
+    done += n;
+  }
+  return {};
+}
+
+Status download(Device& dev, const DeviceBuffer& src, size_t offset, void* dst, size_t bytes) {
+  if (offset > src.size() || bytes > src.size() - offset) {
+    return invalid_argument("vulkan: read-back of {} bytes at {} past the end of a {}-byte buffer", bytes,
+                            offset, src.size());
+  }
+  if (bytes == 0) return {};
+  MINFER_RETURN_IF_ERROR(dev.submit_and_wait());
+  if (src.mapped()) {
+    std::memcpy(dst, static_cast<const uint8_t*>(src.mapped()) + offset, bytes);
+    return {};
+  }
+  MINFER_ASSIGN_OR_RETURN(auto staging, DeviceBuffer::create(dev, std::min(bytes, kStagingChunk),
+                                                             MemoryKind::kHostVisible, "read-back buffer"));
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min(bytes - done, kStagingChunk);
+    MINFER_RETURN_IF_ERROR(copy_now(dev, src.handle(), offset + done, staging->handle(), 0, n));
+    std::memcpy(static_cast<uint8_t*>(dst) + done, staging->mapped(), n);
+    done += n;
+  }
+  return {};
+}
+
+Result<Window> window(const Device& dev, const DeviceBuffer& buf, uint64_t begin, uint64_t bytes,
+                      uint64_t max_range) {
+  const uint64_t align = std::max<uint64_t>(4, dev.info().min_storage_buffer_offset_alignment);
+  Window w;
+  w.buffer = buf.handle();
+  w.offset = begin / align * align;
+  w.skip = begin - w.offset;
+  const uint64_t alloc = std::max<uint64_t>(16, (buf.size() + 15) / 16 * 16);
+  w.range = std::min<uint64_t>((w.skip + bytes + 3) / 4 * 4, alloc - w.offset);
+  if (w.range > max_range) {
+    return error(StatusCode::kOutOfRange,
+                 "vulkan: a binding of {} bytes exceeds the device's storage buffer range ({})", w.range,
+                 max_range);
+  }
+  return w;
+}
+
+}  // namespace minfer::backend::vk

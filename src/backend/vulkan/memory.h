@@ -1,0 +1,63 @@
+// Device memory: buffers (device-local, or host-visible and persistently mapped), uploads through a
+// staging buffer and read-backs. One VkDeviceMemory per buffer. A buffer may be larger than the device's
+// maxStorageBufferRange: shaders then see it through bound windows (see window()).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "backend/vulkan/device.h"
+
+namespace minfer::backend::vk {
+
+enum class MemoryKind {
+  kDeviceLocal,  // fastest for the device; the host reaches it only through staging
+  kHostVisible,  // host-coherent and mapped (uploads of per-step inputs, staging, read-back)
+};
+
+class DeviceBuffer {
+ public:
+  // `what` names the buffer in errors ("tensor 'blk.0.attn_q.weight'"). Out of memory is kOutOfRange with
+  // the bytes asked for.
+  static Result<std::unique_ptr<DeviceBuffer>> create(Device& dev, size_t bytes, MemoryKind kind,
+                                                      std::string_view what);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  VkBuffer handle() const { return buffer_; }
+  size_t size() const { return size_; }
+  void* mapped() const { return mapped_; }  // non-null when the host can write it directly
+
+ private:
+  DeviceBuffer() = default;
+  Device* dev_ = nullptr;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  VkDeviceMemory memory_ = VK_NULL_HANDLE;
+  size_t size_ = 0;
+  void* mapped_ = nullptr;
+};
+
+// Copies host bytes into [offset, offset + bytes) of `dst`: directly when it is mapped, else through a
+// staging buffer in chunks of at most 64 MiB. Submits and waits first if work is recorded (so nothing
+// recorded reads the new bytes early) and waits for the copy; costs one submit per chunk.
+Status upload(Device& dev, DeviceBuffer& dst, size_t offset, const void* src, size_t bytes);
+// Copies [offset, offset + bytes) of `src` to host memory, the same way in the other direction.
+Status download(Device& dev, const DeviceBuffer& src, size_t offset, void* dst, size_t bytes);
+
+// A bindable window [offset, offset + range) of a buffer: offset aligned down to the device's
+// minStorageBufferOffsetAlignment (the rest, `skip` bytes, is passed to the shader), range within
+// maxStorageBufferRange and the buffer.
+struct Window {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  uint64_t offset = 0;
+  uint64_t range = 0;
+  uint64_t skip = 0;  // bytes from `offset` to the first byte asked for
+};
+// The window holding bytes [begin, begin + bytes) of `buf`; an error when they do not fit in one binding.
+Result<Window> window(const Device& dev, const DeviceBuffer& buf, uint64_t begin, uint64_t bytes,
+                      uint64_t max_range);
+
+}  // namespace minfer::backend::vk

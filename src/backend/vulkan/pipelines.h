@@ -1,0 +1,48 @@
+// Compute pipelines made from the embedded SPIR-V, one per (shader, specialization constants), created on
+// first use and cached; and the recording of one dispatch (descriptor set, push constants, barrier).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/vulkan/device.h"
+#include "backend/vulkan/memory.h"
+
+namespace minfer::backend::vk {
+
+struct Pipeline {
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  uint32_t n_bindings = 0;  // storage buffers at bindings 0..n-1 of set 0
+  uint32_t push_bytes = 0;  // push constant block size
+};
+
+class PipelineCache {
+ public:
+  explicit PipelineCache(Device& dev) : dev_(dev) {}
+  ~PipelineCache();
+  PipelineCache(const PipelineCache&) = delete;
+  PipelineCache& operator=(const PipelineCache&) = delete;
+
+  // The pipeline of embedded shader `name` with specialization constants spec[i] at constant_id i.
+  // Fails naming the shader when it is not embedded or the driver refuses it.
+  Result<const Pipeline*> get(std::string_view name, uint32_t n_bindings, uint32_t push_bytes,
+                              std::span<const uint32_t> spec);
+  size_t size() const { return pipelines_.size(); }
+
+ private:
+  Device& dev_;
+  std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
+};
+
+// Records a dispatch of `p` over groups (gx, gy, gz) with `bindings` at 0..n-1 and `push` as push
+// constants, after a barrier that makes every earlier shader write visible. Costs a descriptor set.
+Status record_dispatch(Device& dev, const Pipeline& p, std::span<const Window> bindings, const void* push,
+                       uint32_t gx, uint32_t gy, uint32_t gz);
+
+}  // namespace minfer::backend::vk

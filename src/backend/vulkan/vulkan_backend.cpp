@@ -1,0 +1,540 @@
+// The Vulkan backend's executor: resolves node pointers to device windows and records one dispatch (or a
+// few, for tensors wider than one binding) per node. Shapes are checked here, once; shaders assume them.
+#include "backend/vulkan/vulkan_backend.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "quant/quant.h"
+
+namespace minfer::backend {
+namespace {
+
+using graph::Graph;
+using graph::Node;
+using graph::NodeId;
+using graph::OpKind;
+
+constexpr uint32_t kWorkgroup = 64;  // threads per workgroup; a multiple of every subgroup size up to 64
+constexpr uint32_t kMaxCols = 8;     // tokens per matrix-vector dispatch (MAX_COLS in the shaders)
+
+// Every type the CPU computes has a path in matvec.comp and get_rows.comp.
+bool matrix_type(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+// Elements per block (the shaders read groups of four inside blocks); 1 for the plain types.
+int64_t block_elems(DType t) {
+  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? 256
+         : t == DType::F32 || t == DType::F16 || t == DType::BF16 ? 1
+                                                                  : 32;
+}
+int64_t rows_of(const graph::Shape& ne) {
+  return ne[1] * ne[2] * ne[3];
+}
+
+// Push constant blocks, field for field as the shaders declare them.
+struct MatvecPush {
+  uint32_t k, n, row0, rows, row_bytes, w_skip, x_skip, y_skip;
+};
+struct GetRowsPush {
+  uint32_t d, n, row_bytes, row_lo, row_hi, src_skip, ids_skip, dst_skip;
+};
+struct RmsNormPush {
+  uint32_t d, rows, x_skip, w_skip, y_skip;
+  float eps;
+};
+struct ElementwisePush {
+  uint32_t n, d, broadcast, a_skip, b_skip, y_skip;
+};
+struct RopePush {
+  uint32_t head_dim, n_head, n_tokens, n_rot;
+  float theta_scale;
+  uint32_t x_skip, pos_skip, y_skip;
+};
+
+uint32_t u32(uint64_t v) {
+  return static_cast<uint32_t>(v);
+}
+
+}  // namespace
+
+// An arena of node buffers: device-local memory plus a reserved, inaccessible address range whose
+// addresses stand for offsets into it.
+struct VulkanBackend::Arena final : public Buffer {
+  std::unique_ptr<vk::DeviceBuffer> memory;
+  void* reserved = nullptr;
+  size_t bytes = 0;
+  std::shared_ptr<std::map<uintptr_t, Arena*>> registry;
+
+  ~Arena() override {
+    registry->erase(reinterpret_cast<uintptr_t>(reserved));
+    if (reserved) munmap(reserved, std::max<size_t>(bytes, 1));
+  }
+  void* base() override { return reserved; }
+  size_t size() const override { return bytes; }
+  bool host_visible() const override { return false; }
+};
+
+Result<std::unique_ptr<VulkanBackend>> VulkanBackend::create(int device_index) {
+  MINFER_ASSIGN_OR_RETURN(auto dev, vk::Device::open(device_index));
+  return std::unique_ptr<VulkanBackend>(new VulkanBackend(std::move(dev)));
+}
+
+VulkanBackend::VulkanBackend(std::unique_ptr<vk::Device> dev)
+    : dev_(std::move(dev)), arenas_(std::make_shared<std::map<uintptr_t, Arena*>>()) {
+  pipelines_ = std::make_unique<vk::PipelineCache>(*dev_);
+}
+
+VulkanBackend::~VulkanBackend() {
+  (void)dev_->submit_and_wait();
+  ring_.clear();
+  weights_.clear();
+  pipelines_.reset();
+}
+
+uint64_t VulkanBackend::max_binding() const {
+  const uint64_t dev_max = dev_->info().max_storage_buffer_range;
+  return max_binding_override_ ? std::min(max_binding_override_, dev_max) : dev_max;
+}
+
+size_t VulkanBackend::buffer_alignment() const {
+  return std::max<size_t>(64, dev_->info().min_storage_buffer_offset_alignment);
+}
+
+bool VulkanBackend::supports_op(const Graph& graph, const Node& node) const {
+  auto src = [&](size_t i) -> const Node& { return graph.node(node.src[i]); };
+  auto registered = [&](const Node& w) {
+    if (w.op != OpKind::kWeight) return false;
+    auto it = weights_.find(w.name);
+    return it != weights_.end() && matrix_type(it->second->type) && it->second->type == w.type;
+  };
+  switch (node.op) {
+    case OpKind::kMatMul:
+      return registered(src(0)) && src(1).type == DType::F32 && node.type == DType::F32 &&
+             src(0).ne[0] % block_elems(src(0).type) == 0;
+    case OpKind::kGetRows:
+      return (registered(src(0)) || (src(0).op != OpKind::kWeight && src(0).type == DType::F32)) &&
+             src(1).type == DType::I32 && node.type == DType::F32;
+    case OpKind::kRmsNorm:
+      return src(0).type == DType::F32 && src(1).type == DType::F32 &&
+             (src(1).op != OpKind::kWeight || weights_.count(src(1).name) > 0);
+    case OpKind::kAdd:
+    case OpKind::kMul:
+    case OpKind::kSwiGlu:
+      return src(0).type == DType::F32 && src(1).type == DType::F32 &&
+             (src(1).op != OpKind::kWeight || weights_.count(src(1).name) > 0);
+    case OpKind::kSilu:
+      return src(0).type == DType::F32;
+    case OpKind::kRope:
+      return src(0).type == DType::F32 && node.params.n_rot > 0 && node.params.n_rot % 2 == 0 &&
+             node.params.n_rot <= node.ne[0];
+    case OpKind::kReshape:
+      return true;
+    case OpKind::kInput:
+    case OpKind::kWeight:
+    case OpKind::kKvStore:
+    case OpKind::kAttention:
+      return false;
+  }
+  return false;
+}
+
+Status VulkanBackend::register_weight(const WeightSource& w) {
+  auto entry = std::make_unique<Weight>();
+  entry->ne0 = w.ne[0];
+  entry->ne1 = w.ne[1] * w.ne[2] * w.ne[3];
+  entry->type = w.type;
+  std::vector<float> converted;
+  const void* bytes = w.data;
+  size_t n_bytes = w.n_bytes;
+  if (entry->ne1 == 1 && w.type != DType::F32) {  // norms and biases are read as f32 by the elementwise ops
+    if (!quant::is_compute_type(w.type)) {
+      return unsupported("Vulkan backend: tensor '{}' has type {}, which minfer cannot compute with", w.name,
+                         dtype_name(w.type));
+    }
+    converted.resize(static_cast<size_t>(entry->ne0));
+    quant::dequantize_row(w.type, w.data, converted.data(), entry->ne0);
+    entry->type = DType::F32;
+    bytes = converted.data();
+    n_bytes = converted.size() * sizeof(float);
+  } else if (!matrix_type(w.type)) {
+    return unsupported("Vulkan backend: tensor '{}' has type {}, which has no Vulkan shader", w.name,
+                       dtype_name(w.type));
+  }
+  const auto rb = minfer::row_bytes(entry->type, entry->ne0);
+  if (!rb || *rb * static_cast<uint64_t>(entry->ne1) != n_bytes) {
+    return invalid_argument("Vulkan backend: tensor '{}': {} bytes do not hold {} rows of {} {} elements",
+                            w.name, n_bytes, entry->ne1, entry->ne0, dtype_name(entry->type));
+  }
+  entry->row_bytes = static_cast<size_t>(*rb);
+  MINFER_ASSIGN_OR_RETURN(entry->buffer,
+                          vk::DeviceBuffer::create(*dev_, n_bytes, vk::MemoryKind::kDeviceLocal,
+                                                   fmt::format("tensor '{}'", w.name)));
+  MINFER_RETURN_IF_ERROR(vk::upload(*dev_, *entry->buffer, 0, bytes, n_bytes));
+  weight_bytes_ += n_bytes;
+  weights_[w.name] = std::move(entry);
+  return {};
+}
+
+const void* VulkanBackend::weight_handle(const std::string& name) const {
+  auto it = weights_.find(name);
+  return it == weights_.end() ? nullptr : it->second.get();
+}
+
+Result<std::unique_ptr<Buffer>> VulkanBackend::alloc_buffer(size_t bytes) {
+  auto arena = std::make_unique<Arena>();
+  arena->bytes = bytes;
+  arena->registry = arenas_;
+  MINFER_ASSIGN_OR_RETURN(arena->memory,
+                          vk::DeviceBuffer::create(*dev_, bytes, vk::MemoryKind::kDeviceLocal, "node arena"));
+  void* r = mmap(nullptr, std::max<size_t>(bytes, 1), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (r == MAP_FAILED)
+    return error(StatusCode::kOutOfRange, "Vulkan backend: cannot reserve {} bytes of addresses", bytes);
+  arena->reserved = r;
+  (*arenas_)[reinterpret_cast<uintptr_t>(r)] = arena.get();
+  return std::unique_ptr<Buffer>(std::move(arena));
+}
+
+Result<const VulkanBackend::Arena*> VulkanBackend::find_arena(const void* ptr, size_t bytes,
+                                                              uint64_t* offset) const {
+  const auto addr = reinterpret_cast<uintptr_t>(ptr);
+  auto it = arenas_->upper_bound(addr);
+  if (it == arenas_->begin()) return static_cast<const Arena*>(nullptr);
+  --it;
+  const Arena* a = it->second;
+  if (addr >= it->first + std::max<size_t>(a->bytes, 1)) return static_cast<const Arena*>(nullptr);
+  *offset = addr - it->first;
+  if (*offset + bytes > a->bytes) {
+    return Status(StatusCode::kInternal,
+                  fmt::format("Vulkan backend: {} bytes at arena offset {} run past its {} bytes", bytes,
+                              *offset, a->bytes));
+  }
+  return a;
+}
+
+Result<VulkanBackend::Tensor> VulkanBackend::locate(const void* ptr, size_t bytes) {
+  uint64_t off = 0;
+  MINFER_ASSIGN_OR_RETURN(const Arena* a, find_arena(ptr, bytes, &off));
+  if (a != nullptr) return Tensor{a->memory.get(), off};
+  // Host memory: copy it into the ring, where the recorded work reads it.
+  const uint64_t align = buffer_alignment();
+  if (ring_.empty() || ring_used_ + bytes > ring_.back()->size()) {
+    const size_t want =
+        std::max<size_t>({bytes, size_t{1} << 20, ring_.empty() ? 0 : ring_.back()->size() * 2});
+    MINFER_ASSIGN_OR_RETURN(
+        auto buf, vk::DeviceBuffer::create(*dev_, want, vk::MemoryKind::kHostVisible, "input upload ring"));
+    ring_.push_back(std::move(buf));
+    ring_used_ = 0;
+  }
+  vk::DeviceBuffer& ring = *ring_.back();
+  off = ring_used_;
+  std::memcpy(static_cast<uint8_t*>(ring.mapped()) + off, ptr, bytes);
+  ring_used_ = (off + bytes + align - 1) / align * align;
+  return Tensor{&ring, off};
+}
+
+Result<vk::Window> VulkanBackend::bind(const Tensor& t, uint64_t bytes) const {
+  return vk::window(*dev_, *t.buffer, t.offset, bytes, max_binding());
+}
+
+Result<const vk::Pipeline*> VulkanBackend::pipeline(std::string_view shader, uint32_t n_bindings,
+                                                    uint32_t push_bytes,
+                                                    std::initializer_list<uint32_t> spec) {
+  return pipelines_->get(shader, n_bindings, push_bytes,
+                         std::span<const uint32_t>(spec.begin(), spec.size()));
+}
+
+Status VulkanBackend::dispatch(const vk::Pipeline& p, std::initializer_list<vk::Window> bindings,
+                               const void* push, uint64_t groups) {
+  // A 2-D grid when one dimension cannot hold every group; shaders flatten it back (group_index()).
+  const uint64_t max_x = std::min<uint64_t>(dev_->info().max_workgroup_count[0], 65535);
+  const uint64_t gx = std::min(groups, max_x);
+  const uint64_t gy = gx == 0 ? 0 : (groups + gx - 1) / gx;
+  return vk::record_dispatch(*dev_, p, std::span<const vk::Window>(bindings.begin(), bindings.size()), push,
+                             u32(gx), u32(gy), 1);
+}
+
+Status VulkanBackend::matmul(const Weight& w, const Tensor& x, const Tensor& y, int64_t m) {
+  const uint64_t k = static_cast<uint64_t>(w.ne0), n = static_cast<uint64_t>(w.ne1);
+  const uint64_t align = std::max<uint64_t>(4, dev_->info().min_storage_buffer_offset_alignment);
+  const uint64_t max_rows = (max_binding() - align - 4) / w.row_bytes;
+  if (max_rows == 0) {
+    return unsupported("one weight row ({} bytes) exceeds a binding", w.row_bytes);
+  }
+  // Tokens per dispatch: up to kMaxCols, fewer when their activations or outputs would not fit a binding.
+  const uint64_t max_cols = std::min<uint64_t>(kMaxCols, (max_binding() - align - 4) / (std::max(k, n) * 4));
+  if (max_cols == 0) {
+    return unsupported("one token's activations ({} floats) exceed a binding", std::max(k, n));
+  }
+  for (uint64_t row0 = 0; row0 < n; row0 += max_rows) {
+    const uint64_t rows = std::min(max_rows, n - row0);
+    MINFER_ASSIGN_OR_RETURN(
+        vk::Window ww, vk::window(*dev_, *w.buffer, row0 * w.row_bytes, rows * w.row_bytes, max_binding()));
+    for (int64_t t0 = 0; t0 < m; t0 += static_cast<int64_t>(max_cols)) {
+      const auto cols = static_cast<uint32_t>(std::min<int64_t>(static_cast<int64_t>(max_cols), m - t0));
+      MINFER_ASSIGN_OR_RETURN(vk::Window xw,
+                              bind({x.buffer, x.offset + static_cast<uint64_t>(t0) * k * 4}, cols * k * 4));
+      MINFER_ASSIGN_OR_RETURN(vk::Window yw,
+                              bind({y.buffer, y.offset + static_cast<uint64_t>(t0) * n * 4}, cols * n * 4));
+      MINFER_ASSIGN_OR_RETURN(
+          const vk::Pipeline* p,
+          pipeline("matvec", 3, sizeof(MatvecPush), {kWorkgroup, static_cast<uint32_t>(w.type), cols}));
+      const MatvecPush push{u32(k),           u32(n),       u32(row0),        u32(rows),
+                            u32(w.row_bytes), u32(ww.skip), u32(xw.skip / 4), u32(yw.skip / 4)};
+      MINFER_RETURN_IF_ERROR(dispatch(*p, {ww, xw, yw}, &push, rows));
+    }
+  }
+  return {};
+}
+
+Status VulkanBackend::get_rows(const Node& node, DType type, const vk::DeviceBuffer& table,
+                               int64_t table_rows, size_t row_bytes, uint64_t table_offset, const Tensor& ids,
+                               int64_t n, const Tensor& out) {
+  const uint64_t d = static_cast<uint64_t>(node.ne[0]);
+  const uint64_t align = std::max<uint64_t>(4, dev_->info().min_storage_buffer_offset_alignment);
+  const uint64_t max_rows = (max_binding() - align - 4) / row_bytes;
+  if (max_rows == 0) {
+    return unsupported("one table row ({} bytes) exceeds a binding", row_bytes);
+  }
+  const uint64_t max_ids = (max_binding() - align - 4) / (d * 4);  // output rows one binding holds
+  if (max_ids == 0) {
+    return unsupported("one output row ({} bytes) exceeds a binding", d * 4);
+  }
+  MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p, pipeline("get_rows", 3, sizeof(GetRowsPush),
+                                                          {kWorkgroup, static_cast<uint32_t>(type)}));
+  const auto total = static_cast<uint64_t>(table_rows);
+  // Every (table window, id chunk) pair: each dispatch writes the ids of its chunk that fall in its window.
+  for (uint64_t lo = 0; lo < total; lo += max_rows) {
+    const uint64_t hi = std::min(total, lo + max_rows);
+    MINFER_ASSIGN_OR_RETURN(vk::Window tw, vk::window(*dev_, table, table_offset + lo * row_bytes,
+                                                      (hi - lo) * row_bytes, max_binding()));
+    for (uint64_t i0 = 0; i0 < static_cast<uint64_t>(n); i0 += max_ids) {
+      const uint64_t cnt = std::min<uint64_t>(max_ids, static_cast<uint64_t>(n) - i0);
+      MINFER_ASSIGN_OR_RETURN(vk::Window iw, bind({ids.buffer, ids.offset + i0 * 4}, cnt * 4));
+      MINFER_ASSIGN_OR_RETURN(vk::Window ow, bind({out.buffer, out.offset + i0 * d * 4}, cnt * d * 4));
+      const GetRowsPush push{u32(d),  u32(cnt),     u32(row_bytes),   u32(lo),
+                             u32(hi), u32(tw.skip), u32(iw.skip / 4), u32(ow.skip / 4)};
+      MINFER_RETURN_IF_ERROR(dispatch(*p, {tw, iw, ow}, &push, cnt));
+    }
+  }
+  return {};
+}
+
+Status VulkanBackend::execute(const Graph& graph, NodeId id, std::span<void* const> data,
+                              const ExecContext& ctx) {
+  Status st = record(graph, id, data, ctx);
+  if (st.ok()) return st;
+  const Node& node = graph.node(id);
+  // Errors from below (a binding too large, a lost device, a refused allocation) gain the node.
+  if (st.message().rfind("node ", 0) == 0) return st;
+  return st.with_context(fmt::format("node {} ({} '{}'): ", id, graph::op_name(node.op), node.name));
+}
+
+Status VulkanBackend::record(const Graph& graph, NodeId id, std::span<void* const> data,
+                             const ExecContext& ctx) {
+  (void)ctx;
+  const Node& node = graph.node(id);
+  if (!dev_->lost().ok()) return dev_->lost();
+  auto src_node = [&](size_t i) -> const Node& { return graph.node(node.src[i]); };
+  auto ptr = [&](size_t i) { return data[static_cast<size_t>(node.src[i])]; };
+  auto f32_bytes = [](const Node& n) { return static_cast<uint64_t>(n.n_elements()) * 4; };
+  // An f32 source: a registered 1-D weight (its device buffer) or a node buffer.
+  auto f32_src = [&](size_t i) -> Result<Tensor> {
+    const Node& s = src_node(i);
+    if (s.op == OpKind::kWeight) {
+      const auto* w = static_cast<const Weight*>(ptr(i));
+      if (w == nullptr || w->type != DType::F32) {
+        return invalid_argument("node {} ({}): weight '{}' is not an f32 tensor on Vulkan", id, node.name,
+                                s.name);
+      }
+      return Tensor{w->buffer.get(), 0};
+    }
+    return locate(ptr(i), f32_bytes(s));
+  };
+  auto out = [&]() { return locate(data[static_cast<size_t>(id)], f32_bytes(node)); };
+  const uint64_t n_el = static_cast<uint64_t>(node.n_elements());
+  const int64_t d = node.ne[0];
+  if (n_el > UINT32_MAX)
+    return unsupported("node {} ({}): {} elements exceed the shaders' 32-bit indices", id, node.name, n_el);
+
+  switch (node.op) {
+    case OpKind::kInput:
+    case OpKind::kWeight:
+    case OpKind::kReshape:
+      return {};
+    case OpKind::kMatMul: {
+      const auto* w = static_cast<const Weight*>(ptr(0));
+      if (w == nullptr || src_node(0).op != OpKind::kWeight) {
+        return invalid_argument("node {} ({}): matmul weight is not registered on Vulkan", id, node.name);
+      }
+      const int64_t m = rows_of(src_node(1).ne);
+      if (src_node(1).ne[0] != w->ne0 || node.ne[0] != w->ne1 || rows_of(node.ne) != m) {
+        return invalid_argument("node {} ({}): matmul of weight {}x{} with activations {}x{} into {}x{}", id,
+                                node.name, w->ne0, w->ne1, src_node(1).ne[0], m, node.ne[0],
+                                rows_of(node.ne));
+      }
+      MINFER_ASSIGN_OR_RETURN(Tensor x, f32_src(1));
+      MINFER_ASSIGN_OR_RETURN(Tensor y, out());
+      return matmul(*w, x, y, m);
+    }
+    case OpKind::kGetRows: {
+      const int64_t n = src_node(1).ne[0];
+      const auto* host_ids = static_cast<const int32_t*>(ptr(1));
+      const bool ids_on_host = src_node(1).op == OpKind::kInput;
+      MINFER_ASSIGN_OR_RETURN(Tensor ids, locate(ptr(1), static_cast<uint64_t>(n) * 4));
+      MINFER_ASSIGN_OR_RETURN(Tensor o, out());
+      if (src_node(0).op == OpKind::kWeight) {
+        const auto* w = static_cast<const Weight*>(ptr(0));
+        if (w == nullptr || w->ne0 != d) {
+          return invalid_argument("node {} ({}): table '{}' is not registered on Vulkan with rows of {}", id,
+                                  node.name, src_node(0).name, d);
+        }
+        if (ids_on_host) {  // ids the host can see are checked here; the shader skips any outside the table
+          for (int64_t i = 0; i < n; ++i) {
+            if (host_ids[i] < 0 || host_ids[i] >= w->ne1) {
+              return invalid_argument("node {} ({}): row id {} outside [0, {})", id, node.name, host_ids[i],
+                                      w->ne1);
+            }
+          }
+        }
+        return get_rows(node, w->type, *w->buffer, w->ne1, w->row_bytes, 0, ids, n, o);
+      }
+      const int64_t table_rows = rows_of(src_node(0).ne);
+      if (ids_on_host) {
+        for (int64_t i = 0; i < n; ++i) {
+          if (host_ids[i] < 0 || host_ids[i] >= table_rows) {
+            return invalid_argument("node {} ({}): row id {} outside [0, {})", id, node.name, host_ids[i],
+                                    table_rows);
+          }
+        }
+      }
+      MINFER_ASSIGN_OR_RETURN(Tensor t, f32_src(0));
+      return get_rows(node, DType::F32, *t.buffer, table_rows, static_cast<size_t>(d) * 4, t.offset, ids, n,
+                      o);
+    }
+    case OpKind::kRmsNorm: {
+      if (src_node(1).n_elements() != d) {
+        return invalid_argument("node {} ({}): norm weight has {} elements, rows have {}", id, node.name,
+                                src_node(1).n_elements(), d);
+      }
+      MINFER_ASSIGN_OR_RETURN(Tensor x, f32_src(0));
+      MINFER_ASSIGN_OR_RETURN(Tensor w, f32_src(1));
+      MINFER_ASSIGN_OR_RETURN(Tensor y, out());
+      MINFER_ASSIGN_OR_RETURN(vk::Window xw, bind(x, n_el * 4));
+      MINFER_ASSIGN_OR_RETURN(vk::Window ww, bind(w, static_cast<uint64_t>(d) * 4));
+      MINFER_ASSIGN_OR_RETURN(vk::Window yw, bind(y, n_el * 4));
+      MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p,
+                              pipeline("rms_norm", 3, sizeof(RmsNormPush), {kWorkgroup}));
+      const uint64_t rows = n_el / static_cast<uint64_t>(d);
+      const RmsNormPush push{u32(d),           u32(rows),        u32(xw.skip / 4),
+                             u32(ww.skip / 4), u32(yw.skip / 4), node.params.eps};
+      return dispatch(*p, {xw, ww, yw}, &push, rows);
+    }
+    case OpKind::kAdd:
+    case OpKind::kMul:
+    case OpKind::kSilu:
+    case OpKind::kSwiGlu: {
+      const bool unary = node.op == OpKind::kSilu;
+      const bool broadcast =
+          !unary && node.op != OpKind::kSwiGlu && rows_of(src_node(1).ne) == 1 && rows_of(node.ne) > 1;
+      if (!unary) {
+        const uint64_t want = broadcast ? static_cast<uint64_t>(d) : n_el;
+        if (static_cast<uint64_t>(src_node(1).n_elements()) != want ||
+            src_node(0).n_elements() != node.n_elements()) {
+          return invalid_argument("node {} ({}): {} of {} and {} elements into {}", id, node.name,
+                                  graph::op_name(node.op), src_node(0).n_elements(), src_node(1).n_elements(),
+                                  n_el);
+        }
+      }
+      MINFER_ASSIGN_OR_RETURN(Tensor a, f32_src(0));
+      Tensor b = a;
+      if (!unary) {
+        MINFER_ASSIGN_OR_RETURN(b, f32_src(1));
+      }
+      MINFER_ASSIGN_OR_RETURN(Tensor y, out());
+      MINFER_ASSIGN_OR_RETURN(vk::Window aw, bind(a, n_el * 4));
+      MINFER_ASSIGN_OR_RETURN(vk::Window bw,
+                              bind(b, unary ? n_el * 4 : (broadcast ? static_cast<uint64_t>(d) : n_el) * 4));
+      MINFER_ASSIGN_OR_RETURN(vk::Window yw, bind(y, n_el * 4));
+      const uint32_t op = node.op == OpKind::kAdd ? 0 : node.op == OpKind::kMul ? 1 : unary ? 2 : 3;
+      MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p,
+                              pipeline("elementwise", 3, sizeof(ElementwisePush), {kWorkgroup, op}));
+      const ElementwisePush push{u32(n_el),        u32(d),           broadcast ? 1u : 0u,
+                                 u32(aw.skip / 4), u32(bw.skip / 4), u32(yw.skip / 4)};
+      return dispatch(*p, {aw, bw, yw}, &push, (n_el + kWorkgroup - 1) / kWorkgroup);
+    }
+    case OpKind::kRope: {
+      const int64_t n_tokens = node.ne[2] * node.ne[3];
+      if (src_node(1).ne[0] != n_tokens) {
+        return invalid_argument("node {} ({}): {} positions for {} tokens", id, node.name, src_node(1).ne[0],
+                                n_tokens);
+      }
+      MINFER_ASSIGN_OR_RETURN(Tensor x, f32_src(0));
+      MINFER_ASSIGN_OR_RETURN(Tensor pos, locate(ptr(1), static_cast<uint64_t>(n_tokens) * 4));
+      MINFER_ASSIGN_OR_RETURN(Tensor y, out());
+      MINFER_ASSIGN_OR_RETURN(vk::Window xw, bind(x, n_el * 4));
+      MINFER_ASSIGN_OR_RETURN(vk::Window pw, bind(pos, static_cast<uint64_t>(n_tokens) * 4));
+      MINFER_ASSIGN_OR_RETURN(vk::Window yw, bind(y, n_el * 4));
+      MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p, pipeline("rope", 3, sizeof(RopePush), {kWorkgroup}));
+      const float theta_scale =
+          std::pow(node.params.rope_freq_base, -2.0f / static_cast<float>(node.params.n_rot));
+      const RopePush push{u32(node.ne[0]), u32(node.ne[1]),  u32(n_tokens),    u32(node.params.n_rot),
+                          theta_scale,     u32(xw.skip / 4), u32(pw.skip / 4), u32(yw.skip / 4)};
+      return dispatch(*p, {xw, pw, yw}, &push, (n_el + kWorkgroup - 1) / kWorkgroup);
+    }
+    case OpKind::kKvStore:
+    case OpKind::kAttention:
+      break;
+  }
+  return unsupported("node {} ({} '{}'): the Vulkan backend has no shader for it", id,
+                     graph::op_name(node.op), node.name);
+}
+
+Status VulkanBackend::synchronize() {
+  Status st = dev_->submit_and_wait();
+  // The ring's bytes were read by the work just finished (or abandoned with it): reuse them.
+  if (ring_.size() > 1) ring_.erase(ring_.begin(), ring_.end() - 1);
+  ring_used_ = 0;
+  return st;
+}
+
+Status VulkanBackend::upload(void* dst, const void* src, size_t bytes) {
+  MINFER_RETURN_IF_ERROR(synchronize());
+  uint64_t off = 0;
+  MINFER_ASSIGN_OR_RETURN(const Arena* a, find_arena(dst, bytes, &off));
+  if (a == nullptr)
+    return invalid_argument("Vulkan backend: upload destination {} is not in a Vulkan buffer", dst);
+  return vk::upload(*dev_, *a->memory, off, src, bytes);
+}
+
+Status VulkanBackend::download(void* dst, const void* src, size_t bytes) {
+  MINFER_RETURN_IF_ERROR(synchronize());
+  uint64_t off = 0;
+  MINFER_ASSIGN_OR_RETURN(const Arena* a, find_arena(src, bytes, &off));
+  if (a == nullptr)
+    return invalid_argument("Vulkan backend: read-back source {} is not in a Vulkan buffer", src);
+  return vk::download(*dev_, *a->memory, off, dst, bytes);
+}
+
+}  // namespace minfer::backend

@@ -1,0 +1,112 @@
+// The Vulkan backend: weights in device-local memory (uploaded once through a staging buffer), node
+// buffers in device arenas, and the ops it has shaders for, recorded into one command buffer per split
+// and submitted by synchronize(). Only this class is polymorphic; device, memory and pipelines below it
+// are plain code.
+//
+// Node buffers are device memory the host cannot touch: alloc_buffer() returns a Buffer whose base() is a
+// reserved, inaccessible address range (PROT_NONE), and a node pointer inside it names (arena, offset).
+// Read and write them with upload() / download(). A source pointer outside every arena is host memory
+// (a bound input, a CPU node): it is copied into a host-visible buffer when the op is recorded.
+//
+//   auto vk = VulkanBackend::create(device_index);     // lavapipe too, when named
+//   (*vk)->register_weight(w);                          // device-local copy
+//   (*vk)->execute(graph, id, data, ctx);               // records
+//   MINFER_RETURN_IF_ERROR((*vk)->synchronize());       // submits, waits (bounded), reports device errors
+//
+// One thread at a time (the scheduler's). Buffers from alloc_buffer() must be destroyed before the backend.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/vulkan/device.h"
+#include "backend/vulkan/memory.h"
+#include "backend/vulkan/pipelines.h"
+
+namespace minfer::backend {
+
+class VulkanBackend final : public Backend {
+ public:
+  // Opens Vulkan device `device_index` (see vk::enumerate_devices). Fails naming the device and reason.
+  static Result<std::unique_ptr<VulkanBackend>> create(int device_index);
+  ~VulkanBackend() override;
+
+  std::string_view name() const override { return "Vulkan"; }
+  int priority() const override { return 200; }
+  // Exactly the ops and types there are shaders for (docs/BACKENDS.md has the table): matmul with weights
+  // of every type the CPU computes (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)
+  // registered here and f32 activations; get_rows from such a weight or an f32 activation; rms_norm, add,
+  // mul, silu, swiglu, rope (neox) and reshape on f32. Not kv_store, attention.
+  bool supports_op(const graph::Graph& graph, const graph::Node& node) const override;
+  bool supports_fused(graph::OpKind op) const override { return op == graph::OpKind::kSwiGlu; }
+  // Uploads the weight to device-local memory. 1-D tensors are converted to f32 first (as the CPU does).
+  // A type without shaders is refused (kUnsupported, naming tensor and type); out of device memory is
+  // kOutOfRange naming the tensor and the bytes.
+  Status register_weight(const WeightSource& weight) override;
+  const void* weight_handle(const std::string& name) const override;
+  Result<std::unique_ptr<Buffer>> alloc_buffer(size_t bytes) override;
+  size_t buffer_alignment() const override;
+  Status execute(const graph::Graph& graph, graph::NodeId id, std::span<void* const> data,
+                 const ExecContext& ctx) override;
+  Status synchronize() override;
+  Status upload(void* dst, const void* src, size_t bytes) override;
+  Status download(void* dst, const void* src, size_t bytes) override;
+
+  const vk::DeviceInfo& device_info() const { return dev_->info(); }
+  vk::Device& device() { return *dev_; }
+  // Device bytes held by registered weights.
+  size_t weight_bytes() const { return weight_bytes_; }
+  // Test hook: bind windows of at most `bytes` (a multiple of 16), as if maxStorageBufferRange were that
+  // small, so the windowed paths run on small tensors. 0 restores the device's limit.
+  void set_max_binding_bytes(uint64_t bytes) { max_binding_override_ = bytes; }
+
+  struct Weight {
+    DType type = DType::F32;
+    int64_t ne0 = 0;  // elements per row
+    int64_t ne1 = 0;  // rows
+    size_t row_bytes = 0;
+    std::unique_ptr<vk::DeviceBuffer> buffer;  // ne1 rows of row_bytes, row-major as in the file
+  };
+
+ private:
+  struct Arena;
+  struct Tensor {  // where a node's bytes live for a binding
+    const vk::DeviceBuffer* buffer = nullptr;
+    uint64_t offset = 0;
+  };
+  explicit VulkanBackend(std::unique_ptr<vk::Device> dev);
+  // execute() without the node context on errors.
+  Status record(const graph::Graph& graph, graph::NodeId id, std::span<void* const> data,
+                const ExecContext& ctx);
+  uint64_t max_binding() const;
+  // The arena holding [ptr, ptr + bytes) and the offset there; nullptr when ptr is in no arena; an error
+  // when the range starts in one and runs past its end.
+  Result<const Arena*> find_arena(const void* ptr, size_t bytes, uint64_t* offset) const;
+  // The device location of `bytes` at `ptr`: an arena range, or host memory copied into the upload ring.
+  Result<Tensor> locate(const void* ptr, size_t bytes);
+  Result<vk::Window> bind(const Tensor& t, uint64_t bytes) const;
+  Result<const vk::Pipeline*> pipeline(std::string_view shader, uint32_t n_bindings, uint32_t push_bytes,
+                                       std::initializer_list<uint32_t> spec);
+  Status dispatch(const vk::Pipeline& p, std::initializer_list<vk::Window> bindings, const void* push,
+                  uint64_t groups);
+
+  Status matmul(const Weight& w, const Tensor& x, const Tensor& y, int64_t m);
+  Status get_rows(const graph::Node& node, DType type, const vk::DeviceBuffer& table, int64_t table_rows,
+                  size_t row_bytes, uint64_t table_offset, const Tensor& ids, int64_t n, const Tensor& out);
+
+  std::unique_ptr<vk::Device> dev_;
+  std::unique_ptr<vk::PipelineCache> pipelines_;
+  std::unordered_map<std::string, std::unique_ptr<Weight>> weights_;
+  size_t weight_bytes_ = 0;
+  uint64_t max_binding_override_ = 0;
+  std::shared_ptr<std::map<uintptr_t, Arena*>> arenas_;  // by base address; shared with the arenas
+  // Host data copied for the recorded work (bound inputs, CPU nodes), recycled after each submit.
+  std::vector<std::unique_ptr<vk::DeviceBuffer>> ring_;
+  size_t ring_used_ = 0;  // bytes used in ring_.back()
+};
+
+}  // namespace minfer::backend

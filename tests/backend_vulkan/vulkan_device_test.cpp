@@ -1,0 +1,330 @@
+// The device layer and the registry on the Vulkan device under test: probing, buffers larger than one
+// binding, staging round trips, honest supports_op, injected faults (lost device, failed submit, out of
+// device memory) that return named errors and never hang, and `minfer devices`.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+
+#include "backend/registry.h"
+#include "backend_vulkan/vulkan_harness.h"
+
+namespace minfer::backend::test {
+namespace {
+
+using graph::Node;
+using graph::OpKind;
+
+TEST(VulkanDevice, ProbesTheDeviceUnderTest) {
+  MINFER_VK_OR_SKIP(vk);
+  const vk::DeviceInfo& info = vk->device_info();
+  EXPECT_FALSE(info.name.empty());
+  EXPECT_GT(info.subgroup_size, 0u);  // read from the device, never assumed
+  EXPECT_TRUE(info.subgroup_arithmetic);
+  EXPECT_GT(info.max_storage_buffer_range, 0u);
+  EXPECT_GT(info.device_local_bytes, 0u);
+  EXPECT_GE(info.compute_queue_family, 0);
+  if (info.type == vk::DeviceType::kCpu) {
+    EXPECT_FALSE(info.default_use());  // lavapipe only when named
+  }
+}
+
+TEST(VulkanDevice, RegistryListsVulkanAndRefusesDistinctly) {
+  const std::vector<BackendListing> list = list_backends();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].name, "CPU");
+  EXPECT_TRUE(list[0].devices[0].used_by_default);
+  EXPECT_EQ(list[1].name, "Vulkan");
+  EXPECT_TRUE(list[1].compiled);
+  for (const DeviceListing& d : list[1].devices) {
+    if (d.type == "cpu") {
+      EXPECT_FALSE(d.used_by_default) << d.name;
+    }
+  }
+  auto unknown = create_backend("metal");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.status().message().find("'metal'"), std::string::npos);
+  auto cpu = create_backend("CPU");
+  ASSERT_TRUE(cpu.ok());
+  EXPECT_EQ((*cpu)->name(), "CPU");
+  if (!list[1].available) {
+    auto vk = create_backend("vulkan");
+    ASSERT_FALSE(vk.ok());
+    EXPECT_EQ(vk.status().code(), StatusCode::kUnavailable) << vk.status().message();
+    return;
+  }
+  auto vk = create_backend("Vulkan");  // case-insensitive; lavapipe is taken when it is all there is
+  ASSERT_TRUE(vk.ok()) << vk.status().message();
+  EXPECT_EQ((*vk)->name(), "Vulkan");
+  auto missing = create_backend("vulkan", 1000);
+  EXPECT_FALSE(missing.ok());
+}
+
+// More bytes than the staging chunk (64 MiB) and than lavapipe's maxStorageBufferRange (128 MiB): the
+// upload goes through several staging copies and get_rows reads the table through several windows.
+TEST(VulkanDevice, TableLargerThanOneBinding) {
+  MINFER_VK_OR_SKIP(vk);
+  const int64_t d = 1024;
+  const int64_t rows = static_cast<int64_t>(vk->device_info().max_storage_buffer_range / (d * 4)) + 37;
+  if (rows * d * 4 > (int64_t{1} << 31)) GTEST_SKIP() << "device binding range too large to exceed cheaply";
+  std::vector<float> table(static_cast<size_t>(rows * d));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i % 100003) * 0.5f;
+  OpCase c;
+  const auto tid = c.add_weight("big", DType::F32, {d, rows, 1, 1}, table.data(), table.size() * 4);
+  const std::vector<int32_t> ids = {static_cast<int32_t>(rows - 1), 0, static_cast<int32_t>(rows / 2), 12345};
+  const auto iid = c.add_ids(ids);
+  Node n;
+  n.op = OpKind::kGetRows;
+  n.src = {tid, iid};
+  n.ne = {d, static_cast<int64_t>(ids.size()), 1, 1};
+  c.add_op(n);
+  const std::vector<float> got = run_vulkan(*vk, c);
+  ASSERT_EQ(got.size(), ids.size() * static_cast<size_t>(d));
+  for (size_t t = 0; t < ids.size(); ++t) {
+    ASSERT_EQ(std::memcmp(got.data() + t * static_cast<size_t>(d),
+                          table.data() + static_cast<size_t>(ids[t]) * static_cast<size_t>(d),
+                          static_cast<size_t>(d) * 4),
+              0)
+        << "row " << ids[t];
+  }
+}
+
+TEST(VulkanDevice, SupportsOpIsHonest) {
+  MINFER_VK_OR_SKIP(vk);
+  std::vector<uint8_t> iq4(144 * 2);  // IQ4_NL: 8 blocks of 18 bytes per row
+  Status st = vk->register_weight({"k_quant", DType::IQ4_NL, {256, 2, 1, 1}, iq4.data(), iq4.size()});
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_NE(st.message().find("'k_quant'"), std::string::npos) << st.message();
+  OpCase c;
+  const auto w = c.add_weight("k_quant", DType::IQ4_NL, {256, 2, 1, 1}, iq4.data(), iq4.size());
+  const auto x = c.add_activation(std::vector<float>(256), {256, 1, 1, 1});
+  Node mm;
+  mm.op = OpKind::kMatMul;
+  mm.src = {w, x};
+  mm.ne = {2, 1, 1, 1};
+  c.add_op(mm);
+  EXPECT_FALSE(vk->supports_op(c.graph, c.graph.node(c.target)));  // no IQ4_NL shader (nor CPU kernel)
+  Node kv;
+  kv.op = OpKind::kKvStore;
+  kv.src = {x, x};
+  c.add_op(kv);
+  EXPECT_FALSE(vk->supports_op(c.graph, c.graph.node(c.target)));
+  Node att;
+  att.op = OpKind::kAttention;
+  att.src = {x, c.target};
+  c.add_op(att);
+  EXPECT_FALSE(vk->supports_op(c.graph, c.graph.node(c.target)));
+}
+
+// One elementwise op, recorded, with an injected fault at its submit.
+Status run_add(VulkanBackend& vk) {
+  OpCase c;
+  const auto a = c.add_activation(std::vector<float>(16, 1.0f), {16, 1, 1, 1});
+  const auto b = c.add_activation(std::vector<float>(16, 2.0f), {16, 1, 1, 1});
+  Node n;
+  n.op = OpKind::kAdd;
+  n.src = {a, b};
+  n.ne = {16, 1, 1, 1};
+  c.add_op(n);
+  auto arena = vk.alloc_buffer(3 * 256);
+  if (!arena.ok()) return arena.status();
+  auto* base = static_cast<uint8_t*>((*arena)->base());
+  std::vector<void*> data = {base, base + 256, base + 512};
+  MINFER_RETURN_IF_ERROR(vk.execute(c.graph, c.target, data, ExecContext{}));
+  return vk.synchronize();
+}
+
+TEST(VulkanDevice, InjectedFaultsAreNamedErrors) {
+  MINFER_VK_OR_SKIP(vk);
+  ASSERT_TRUE(run_add(*vk).ok());
+  vk->device().inject_fault(vk::Fault::kSubmitFailed);
+  Status st = run_add(*vk);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("vkQueueSubmit"), std::string::npos) << st.message();
+  ASSERT_TRUE(run_add(*vk).ok()) << "a failed submit does not lose the device";
+
+  vk->device().inject_fault(vk::Fault::kOutOfDeviceMemory);
+  std::vector<float> w(64);
+  st = vk->register_weight({"blk.0.ffn_up.weight", DType::F32, {8, 8, 1, 1}, w.data(), w.size() * 4});
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(st.message().find("blk.0.ffn_up.weight"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("256 bytes"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("VK_ERROR_OUT_OF_DEVICE_MEMORY"), std::string::npos) << st.message();
+
+  vk->device().inject_fault(vk::Fault::kDeviceLost);
+  st = run_add(*vk);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("VK_ERROR_DEVICE_LOST"), std::string::npos) << st.message();
+  st = run_add(*vk);  // every later call fails fast with the same error
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("VK_ERROR_DEVICE_LOST"), std::string::npos) << st.message();
+}
+
+#ifdef MINFER_BINARY
+std::string run_binary(const std::string& command, int* status) {
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return {};
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  *status = pclose(p);
+  return out;
+}
+
+// Without a loader, or with a loader but no driver, `minfer devices` still works: the CPU is listed as used
+// by default and Vulkan as unavailable with the reason.
+TEST(VulkanDevice, NoLoaderOrNoDeviceFallsBackToTheCpu) {
+  int status = -1;
+  std::string out =
+      run_binary("MINFER_VULKAN_LOADER=/nonexistent/libvulkan.so.1 " MINFER_BINARY " devices 2>&1", &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("unavailable: vulkan: no Vulkan loader (/nonexistent/libvulkan.so.1)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("host CPU"), std::string::npos) << out;
+  out = run_binary("VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json " MINFER_BINARY
+                   " devices 2>&1",
+                   &status);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("unavailable: vulkan:"), std::string::npos) << out;
+  EXPECT_NE(out.find("host CPU"), std::string::npos) << out;
+}
+
+TEST(VulkanDevice, DevicesCommandListsBackends) {
+  FILE* p = popen(MINFER_BINARY " devices 2>&1", "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  ASSERT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("CPU"), std::string::npos) << out;
+  EXPECT_NE(out.find("Vulkan"), std::string::npos) << out;
+  EXPECT_NE(out.find("subgroup"), std::string::npos) << out;
+  for (const BackendListing& b : list_backends()) {
+    for (const DeviceListing& d : b.devices) {
+      EXPECT_NE(out.find(d.name), std::string::npos) << d.name << "\n" << out;
+      if (d.type == "cpu" && b.name == "Vulkan") {
+        EXPECT_NE(out.find("used only when named"), std::string::npos) << out;
+      }
+    }
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace minfer::backend::test
+
+namespace minfer::backend::test {
+namespace {
+
+// docs/BACKENDS.md's op coverage table, row by row, against each backend's supports_op: one node per row.
+TEST(VulkanDevice, OpCoverageTableMatchesSupportsOp) {
+  FILE* f = std::fopen(MINFER_SOURCE_DIR "/docs/BACKENDS.md", "r");
+  ASSERT_NE(f, nullptr);
+  std::string doc;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), f)) doc.append(buf, n);
+  std::fclose(f);
+  const size_t at = doc.find("## Op coverage");
+  ASSERT_NE(at, std::string::npos);
+  std::unique_ptr<VulkanBackend> vk = open_backend();
+  CpuBackend cpu;
+  int rows = 0;
+  size_t pos = doc.find("| matmul", at);
+  while (pos != std::string::npos && doc.compare(pos, 1, "|") == 0) {
+    const size_t eol = doc.find('\n', pos);
+    std::string line = doc.substr(pos, eol - pos);
+    pos = eol == std::string::npos ? eol : eol + 1;
+    std::vector<std::string> cells;
+    for (size_t s = 1, e; (e = line.find('|', s)) != std::string::npos; s = e + 1) {
+      std::string cell = line.substr(s, e - s);
+      cell.erase(0, cell.find_first_not_of(' '));
+      cell.erase(cell.find_last_not_of(' ') + 1);
+      cells.push_back(cell);
+    }
+    ASSERT_EQ(cells.size(), 4u) << line;
+    const std::string& op = cells[0];
+    const std::string& types = cells[1];
+    ++rows;
+    OpCase c;
+    std::vector<uint8_t> wbytes;
+    auto weight = [&](int64_t k, int64_t n) {
+      DType t = DType::F32;
+      for (DType cand : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                         DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL}) {
+        std::string name(dtype_name(cand));
+        for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+        if (types == name) t = cand;
+      }
+      wbytes.assign(*row_bytes(t, k) * static_cast<size_t>(n), 0);
+      return c.add_weight("w", t, {k, n, 1, 1}, wbytes.data(), wbytes.size());
+    };
+    Node node;
+    node.type = DType::F32;
+    if (op == "matmul") {
+      const auto w = weight(256, 2);
+      const auto x = c.add_activation(std::vector<float>(256), {256, 1, 1, 1});
+      node.op = OpKind::kMatMul;
+      node.src = {w, x};
+      node.ne = {2, 1, 1, 1};
+    } else if (op == "get_rows") {
+      const auto t = types == "f32 activation" ? c.add_activation(std::vector<float>(256 * 2), {256, 2, 1, 1})
+                                               : weight(256, 2);
+      node.op = OpKind::kGetRows;
+      node.src = {t, c.add_ids({1})};
+      node.ne = {256, 1, 1, 1};
+    } else if (op == "rms_norm") {
+      wbytes.assign(64 * sizeof(float), 0);  // 64 zero floats
+      const auto x = c.add_activation(std::vector<float>(64), {64, 1, 1, 1});
+      node.op = OpKind::kRmsNorm;
+      node.src = {x, c.add_weight("norm", DType::F32, {64, 1, 1, 1}, wbytes.data(), wbytes.size())};
+      node.ne = {64, 1, 1, 1};
+    } else if (op == "add" || op == "mul" || op == "swiglu" || op == "silu") {
+      const auto a = c.add_activation(std::vector<float>(64), {64, 1, 1, 1});
+      node.op = op == "add"    ? OpKind::kAdd
+                : op == "mul"  ? OpKind::kMul
+                : op == "silu" ? OpKind::kSilu
+                               : OpKind::kSwiGlu;
+      node.src = {a};
+      if (op != "silu") node.src.push_back(c.add_activation(std::vector<float>(64), {64, 1, 1, 1}));
+      node.ne = {64, 1, 1, 1};
+    } else if (op == "rope") {
+      const auto x = c.add_activation(std::vector<float>(128), {64, 2, 1, 1});
+      node.op = OpKind::kRope;
+      node.src = {x, c.add_ids({0}, graph::InputKind::kPositions)};
+      node.params.n_rot = 64;
+      node.params.rope_freq_base = 10000.0f;
+      node.ne = {64, 2, 1, 1};
+    } else if (op == "kv_store") {
+      const auto k = c.add_activation(std::vector<float>(64), {64, 1, 1, 1});
+      node.op = OpKind::kKvStore;
+      node.src = {k, c.add_activation(std::vector<float>(64), {64, 1, 1, 1})};
+    } else if (op == "attention") {
+      const auto q = c.add_activation(std::vector<float>(64), {64, 1, 1, 1});
+      Node store;
+      store.op = OpKind::kKvStore;
+      store.src = {q, q};
+      node.op = OpKind::kAttention;
+      node.src = {q, c.add_op(store)};
+      node.ne = {64, 1, 1, 1};
+    } else {
+      FAIL() << "unknown op row: " << line;
+    }
+    c.add_op(node);
+    const Node& target = c.graph.node(c.target);
+    for (const WeightSource& w : c.weights) (void)cpu.register_weight(w);
+    EXPECT_EQ(cpu.supports_op(c.graph, target), cells[2] == "yes") << "CPU: " << line;
+    if (vk) {
+      for (const WeightSource& w : c.weights)
+        (void)vk->register_weight(w);  // refused types stay unregistered
+      EXPECT_EQ(vk->supports_op(c.graph, target), cells[3] == "yes") << "Vulkan: " << line;
+    }
+  }
+  EXPECT_GE(rows, 20);
+}
+
+}  // namespace
+}  // namespace minfer::backend::test
