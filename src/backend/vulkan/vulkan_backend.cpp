@@ -25,22 +25,7 @@ constexpr uint32_t kMaxCols = 8;     // tokens per matrix-vector dispatch (MAX_C
 
 // Every type the CPU computes has a path in matvec.comp and get_rows.comp.
 bool matrix_type(DType t) {
-  switch (t) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q4_0:
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::Q8_0:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-      return true;
-    default:
-      return false;
-  }
+  return quant::is_compute_type(t);
 }
 // Elements per block (the shaders read groups of four inside blocks); 1 for the plain types.
 int64_t block_elems(DType t) {

@@ -15,17 +15,6 @@
 namespace minfer::kernels::avx2 {
 namespace {
 
-using quant::BlockQ4_0;
-using quant::BlockQ4_1;
-using quant::BlockQ4_K;
-using quant::BlockQ5_0;
-using quant::BlockQ5_1;
-using quant::BlockQ5_K;
-using quant::BlockQ6_K;
-using quant::BlockQ8_0;
-using quant::BlockQ8_1;
-using quant::BlockQ8_K;
-
 #include "quant/kernels/x86_avx2/repack_layouts.inc"
 
 // 8 fp16 scales -> 8 floats (exact).

@@ -22,17 +22,6 @@
 namespace minfer::kernels::avx512 {
 namespace {
 
-using quant::BlockQ4_0;
-using quant::BlockQ4_1;
-using quant::BlockQ4_K;
-using quant::BlockQ5_0;
-using quant::BlockQ5_1;
-using quant::BlockQ5_K;
-using quant::BlockQ6_K;
-using quant::BlockQ8_0;
-using quant::BlockQ8_1;
-using quant::BlockQ8_K;
-
 #include "quant/kernels/x86_avx2/repack_layouts.inc"
 
 inline __m256i dpbusd256(__m256i acc, __m256i w, __m256i x) {
