@@ -81,7 +81,7 @@ const tools = [{ type: "function", name: "get_weather", description: "Weather fo
   parameters: { type: "object", properties: { city: { type: "string", maxLength: 8 } }, required: ["city"],
     additionalProperties: false }, strict: true }];
 const called = await client.responses.create({ model, input: "Weather in Paris?", tools, tool_choice: "required",
-  max_output_tokens: 80, temperature: 0, store: true });
+  max_output_tokens: 300, temperature: 0, store: true });
 const call = called.output.find((o) => o.type === "function_call");
 check(call && call.name === "get_weather" && call.call_id.startsWith("call_"), `function_call: ${JSON.stringify(called.output)}`);
 check(typeof JSON.parse(call.arguments).city === "string", `arguments ${call.arguments}`);
