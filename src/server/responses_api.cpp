@@ -426,9 +426,9 @@ struct Outcome {
 };
 
 // Drains the request's events into the assembler and builder (the one loop of both paths). `alive` is
-// polled at least every kPoll; false cancels the request.
+// polled at least every kPoll; false cancels the request, as does `*broken` (a failed write) after any event.
 Outcome pump(engine::RequestHandle& handle, ChoiceAssembler& assembler, OutputBuilder& builder,
-             const std::function<bool()>& alive) {
+             const std::function<bool()>& alive, const bool* broken = nullptr) {
   Outcome o;
   auto last_check = std::chrono::steady_clock::now();
   for (;;) {
@@ -461,6 +461,11 @@ Outcome pump(engine::RequestHandle& handle, ChoiceAssembler& assembler, OutputBu
       case engine::BatchEvent::Kind::kFinished:
         o.usage = ev->usage;
         return o;
+    }
+    if (broken != nullptr && *broken) {
+      handle.cancel();
+      o.cancelled = true;
+      return o;
     }
   }
 }
@@ -818,18 +823,19 @@ HttpResponse Server::responses_create(const HttpRequest& req, const std::functio
                 conclude](ResponseStream& out) {
     const ResponsesRequest& fields = *shared_rr;
     int64_t sequence = 0;
-    bool ok = true;
+    bool ok = true, broken = false;
     auto emit = [&](json e) {
       const std::string type = e["type"].get<std::string>();
       e["sequence_number"] = sequence++;
       if (ok && !out.write("event: " + type + "\n" + sse_data(e))) ok = false;
+      broken = !ok;
     };
     json initial = response_object(id, created, model, fields, "in_progress", json::array(), nullptr);
     emit({{"type", "response.created"}, {"response", initial}});
     emit({{"type", "response.in_progress"}, {"response", initial}});
     ChoiceAssembler assembler(reasoning, starts_in_think, tools);
     OutputBuilder builder(emit);
-    Outcome o = pump(*handle, assembler, builder, [&] { return ok && out.alive(); });
+    Outcome o = pump(*handle, assembler, builder, [&] { return ok && out.alive(); }, &broken);
     if (o.cancelled || !ok) {
       handle->cancel();
       return;

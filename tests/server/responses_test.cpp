@@ -3,8 +3,15 @@
 // to the non-streamed answer, max_output_tokens -> incomplete, reasoning items, function calls across two
 // turns, structured output, the bounded store with previous_response_id, 404s, field errors, auth and a
 // failure after the stream started.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -292,6 +299,48 @@ TEST_F(Responses, StoreGetAndPreviousResponseId) {
   EXPECT_EQ(missing.status, 404) << missing.raw;
   EXPECT_EQ(missing.body["error"]["param"], "previous_response_id");
   EXPECT_NE(missing.body["error"]["message"].get<std::string>().find("resp_doesnotexist"), std::string::npos);
+}
+
+// Disconnecting mid-stream cancels the request (the slot is freed, nothing completes).
+TEST_F(Responses, ClientDisconnectCancels) {
+  const std::string b = body({{"input", "Go on forever"}, {"max_output_tokens", 900}, {"stream", true},
+                              {"logit_bias", no_eog_bias(*server_)}});
+  const double cancelled0 = metric(get(*server_, "/metrics").raw, "minfer_requests_cancelled_total");
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const std::string req =
+      "POST /v1/responses HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+      std::to_string(b.size()) + "\r\n\r\n" + b;
+  ASSERT_EQ(write(fd, req.data(), req.size()), static_cast<ssize_t>(req.size()));
+  char buf[512];
+  ASSERT_GT(read(fd, buf, sizeof(buf)), 0);  // the stream has started
+  close(fd);
+  double cancelled = cancelled0, running = 1;
+  for (int i = 0; i < 200 && (cancelled <= cancelled0 || running > 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    const std::string m = get(*server_, "/metrics").raw;
+    cancelled = metric(m, "minfer_requests_cancelled_total");
+    running = metric(m, "minfer_requests_running");
+  }
+  EXPECT_EQ(cancelled, cancelled0 + 1);
+  EXPECT_EQ(running, 0);
+}
+
+// While draining, both routes answer 503 with Retry-After.
+TEST(ResponsesDrain, DrainingRefusesNewResponses) {
+  TestServer s;
+  ASSERT_TRUE(s.ok());
+  Reply stored = post(s, "/v1/responses", body({{"input", "hi"}, {"max_output_tokens", 2}, {"store", true}}));
+  ASSERT_EQ(stored.status, 200) << stored.raw;
+  s.server().begin_drain();
+  Reply r = post(s, "/v1/responses", body({{"input", "hi"}, {"max_output_tokens", 2}}));
+  EXPECT_EQ(r.status, 503) << r.raw;
+  EXPECT_EQ(r.header("Retry-After"), "1");
+  EXPECT_EQ(get(s, "/v1/responses/" + stored.body["id"].get<std::string>()).status, 503);
 }
 
 TEST(ResponsesStore, TheOldestIsEvictedAndZeroRefusesStore) {
