@@ -43,6 +43,7 @@ struct ServeArgs {
   std::string cache_type;
   std::string chat_template_file;
   std::string reasoning_format = "auto";
+  int32_t responses_store = 100;
   SpecArgs spec;
 };
 
@@ -141,6 +142,11 @@ int serve_command(const Args& argv) {
                  "auto: a leading <think> block goes to reasoning_content; none: keep it in content")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "none", "deepseek"}));
+  app.add_option("--responses-store", args.responses_store,
+                 "/v1/responses kept in memory for previous_response_id and GET (store: true; oldest evicted; "
+                 "0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   add_sampling_options(app, sampling);
   add_spec_options(app, &args.spec);
   add_gpu_layers_option(app, &gpu_layers);
@@ -187,6 +193,7 @@ int serve_command(const Args& argv) {
   sopts.api_key = args.api_key;
   sopts.reasoning = args.reasoning_format != "none";
   sopts.sampling = sampling;
+  sopts.responses_store = args.responses_store;
   server::Server server(sopts);
 
   server::HttpOptions hopts;

@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/responses_api.h"
 #include "server/sse.h"
 
 namespace minfer::server {
@@ -55,6 +56,7 @@ struct ChoiceState {
 }  // namespace
 
 Server::Server(ServerOptions options) : options_(std::move(options)) {
+  responses_store_ = std::make_shared<ResponsesStore>(options_.responses_store);
   created_ = static_cast<int64_t>(std::time(nullptr));
 }
 Server::~Server() = default;
@@ -122,6 +124,8 @@ HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& 
       {"/chat/completions", "POST", false},
       {"/v1/completions", "POST", false},
       {"/completions", "POST", false},
+      {"/v1/responses", "POST", false},
+      {"/v1/responses/", "GET", true},
       {"/tokenize", "POST", false},
       {"/detokenize", "POST", false},
   };
@@ -168,6 +172,8 @@ HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& 
   if (path == "/v1/chat/completions" || path == "/chat/completions")
     return completions(req, true, client_alive);
   if (path == "/v1/completions" || path == "/completions") return completions(req, false, client_alive);
+  if (path == "/v1/responses") return responses_create(req, client_alive);
+  if (path == "/v1/responses/") return responses_get(p.substr(path.size()));
   if (path == "/tokenize") return tokenize(req);
   return detokenize(req);
 }

@@ -64,7 +64,10 @@ struct ServerOptions {
   std::string api_key;               // "" = no auth
   bool reasoning = true;             // false: --reasoning-format none (a <think> block stays in content)
   sampling::SamplerConfig sampling;  // defaults for every request
+  int32_t responses_store = 100;     // --responses-store: stored /v1/responses kept (0: store: true refused)
 };
+
+class ResponsesStore;
 
 class Server {
  public:
@@ -94,6 +97,9 @@ class Server {
   HttpResponse tokenize(const HttpRequest& request);
   HttpResponse detokenize(const HttpRequest& request);
   HttpResponse models(const std::string& id);
+  // POST /v1/responses and GET /v1/responses/{id} (responses_api.cpp).
+  HttpResponse responses_create(const HttpRequest& request, const std::function<bool()>& client_alive);
+  HttpResponse responses_get(const std::string& id);
   bool authorized(const HttpRequest& request) const;
 
   ServerOptions options_;
@@ -103,6 +109,7 @@ class Server {
   engine::Engine* engine_ = nullptr;
   engine::Batcher* batcher_ = nullptr;
   std::optional<chat::ChatTemplate> template_;
+  std::shared_ptr<ResponsesStore> responses_store_;
   std::atomic<int64_t> rejected_{0}, in_flight_{0}, errors_4xx_{0}, errors_5xx_{0};
 };
 

@@ -59,6 +59,7 @@ struct TestServerOptions {
   bool reasoning = true;
   size_t max_body = 1 << 20;
   std::string slots_file;
+  int32_t responses_store = 100;
   std::function<Status(int64_t)> fault_injector;  // the batcher's test hook: a failed forward
   std::function<bool()> stall_injector;           // the batcher's test hook: a step that makes no progress
 };
@@ -94,6 +95,7 @@ class TestServer {
     so.model_id = "tiny";
     so.api_key = o.api_key;
     so.reasoning = o.reasoning;
+    so.responses_store = o.responses_store;
     so.sampling.temp = 0.0f;
     server_ = std::make_unique<Server>(so);
     server_->set_model(engine_.get(), batcher_.get(), std::move(*tmpl));

@@ -1,5 +1,6 @@
 // The official `openai` npm client against a running `minfer serve` (MINFER_BASE_URL, MINFER_MODEL):
-// a non-streamed and a streamed chat completion, a legacy completion and the models list. Exits non-zero
+// a non-streamed and a streamed chat completion, a legacy completion, the models list, and the Responses
+// API (responses.create streamed and not, a function call, previous_response_id, retrieve). Exits non-zero
 // with a message on the first mismatch.
 import OpenAI from "openai";
 
@@ -50,4 +51,54 @@ try {
 }
 check(refused, "temperature 5 must be a 400 naming the field");
 
-console.log(`OK: openai ${OpenAI.VERSION ?? ""} non-streamed, streamed (${text.length} chars), completions, errors`);
+// Responses API.
+const rreq = { model, input: "Say something", max_output_tokens: 12, temperature: 0 };
+const resp = await client.responses.create(rreq);
+check(resp.object === "response" && resp.id.startsWith("resp_"), `responses.create: ${JSON.stringify(resp)}`);
+check(["completed", "incomplete"].includes(resp.status), `response status ${resp.status}`);
+check(resp.output[0].type === "message" && resp.output[0].content[0].type === "output_text", "output item");
+check(typeof resp.output_text === "string" && resp.output_text === resp.output[0].content[0].text, "output_text");
+check(resp.usage.total_tokens === resp.usage.input_tokens + resp.usage.output_tokens, "responses usage");
+
+const rstream = await client.responses.create({ ...rreq, stream: true });
+let rtext = "";
+let seq = -1;
+let terminal = null;
+const seen = [];
+for await (const event of rstream) {
+  check(event.sequence_number === seq + 1, `sequence_number ${event.sequence_number} after ${seq}`);
+  seq = event.sequence_number;
+  seen.push(event.type);
+  if (event.type === "response.output_text.delta") rtext += event.delta;
+  if (event.type === "response.completed" || event.type === "response.incomplete") terminal = event.response;
+}
+check(seen[0] === "response.created" && seen[1] === "response.in_progress", `first events ${seen.slice(0, 2)}`);
+check(rtext === resp.output_text, `streamed response text ${JSON.stringify(rtext)} != ${JSON.stringify(resp.output_text)}`);
+check(terminal && terminal.status === resp.status && terminal.usage.output_tokens === resp.usage.output_tokens,
+  "streamed terminal response");
+
+const tools = [{ type: "function", name: "get_weather", description: "Weather for a city",
+  parameters: { type: "object", properties: { city: { type: "string", maxLength: 8 } }, required: ["city"],
+    additionalProperties: false }, strict: true }];
+const called = await client.responses.create({ model, input: "Weather in Paris?", tools, tool_choice: "required",
+  max_output_tokens: 300, temperature: 0, store: true });
+const call = called.output.find((o) => o.type === "function_call");
+check(call && call.name === "get_weather" && call.call_id.startsWith("call_"), `function_call: ${JSON.stringify(called.output)}`);
+check(typeof JSON.parse(call.arguments).city === "string", `arguments ${call.arguments}`);
+const stored = await client.responses.retrieve(called.id);
+check(stored.id === called.id && JSON.stringify(stored.output) === JSON.stringify(called.output), "responses.retrieve");
+const next = await client.responses.create({ model, previous_response_id: called.id, tools, max_output_tokens: 4,
+  temperature: 0, input: [{ type: "function_call_output", call_id: call.call_id, output: "{\"temp\": 21}" }] });
+check(next.previous_response_id === called.id, "previous_response_id echoed");
+check(next.usage.input_tokens > called.usage.input_tokens, "the continued conversation is longer");
+
+let missing = false;
+try {
+  await client.responses.retrieve("resp_unknown");
+} catch (e) {
+  missing = e.status === 404;
+}
+check(missing, "an unknown response id must be a 404");
+
+console.log(`OK: openai ${OpenAI.VERSION ?? ""} non-streamed, streamed (${text.length} chars), completions, errors, ` +
+  `responses (${seen.length} events, function call, previous_response_id)`);
