@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "server/embeddings.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/sse.h"
@@ -124,6 +125,7 @@ HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& 
       {"/completions", "POST", false},
       {"/tokenize", "POST", false},
       {"/detokenize", "POST", false},
+      {"/v1/embeddings", "POST", false},
   };
   const Route* found = nullptr;
   for (const Route& r : kRoutes) {
@@ -169,6 +171,7 @@ HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& 
     return completions(req, true, client_alive);
   if (path == "/v1/completions" || path == "/completions") return completions(req, false, client_alive);
   if (path == "/tokenize") return tokenize(req);
+  if (path == "/v1/embeddings") return embeddings_response(req, embedder_, options_.model_id);
   return detokenize(req);
 }
 
