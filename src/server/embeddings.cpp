@@ -111,7 +111,7 @@ Result<std::unique_ptr<Embedder>> Embedder::create(const std::string& path, cons
     MINFER_ASSIGN_OR_RETURN(pooling, engine::pooling_from_gguf(engine->file()));
     if (!pooling) {
       return invalid_argument(
-          "embeddings: the model declares no pooling ({}.pooling_type is absent: it is a generation model); "
+          "the model declares no pooling ({}.pooling_type is absent: it is a generation model); "
           "choose one with --pooling mean|cls|last",
           engine->hparams().arch);
     }
