@@ -23,16 +23,16 @@ for _ in $(seq 1 600); do
 done
 [ -n "$port" ] || { cat "$work/serve.log"; exit 1; }
 body() {  # body N: N inputs of 128 token ids each
-  python3 -c "import json,sys; n=int(sys.argv[1]); print(json.dumps({'input': [[3 + (i*131 + j*7) % 5000 for j in range(128)] for i in range(n)]}))" "$1"
+  python3 -c "import json,sys; n=int(sys.argv[1]); print(json.dumps({'input': [[3 + (i*131 + j*7) % 250 for j in range(128)] for i in range(n)]}))" "$1"
 }
 echo "| inputs x tokens | embeddings/s | input tokens/s | s/request |"
 echo "|---|---|---|---|"
 for n in 1 32; do
   body "$n" >"$work/b$n.json"
-  curl -sf "http://127.0.0.1:$port/v1/embeddings" -H 'Content-Type: application/json' -d @"$work/b$n.json" >/dev/null
+  curl -sS --fail-with-body "http://127.0.0.1:$port/v1/embeddings" -H 'Content-Type: application/json' -d @"$work/b$n.json" >/dev/null
   start=$(date +%s.%N)
   for _ in $(seq 1 "$reps"); do
-    curl -sf "http://127.0.0.1:$port/v1/embeddings" -H 'Content-Type: application/json' -d @"$work/b$n.json" >/dev/null
+    curl -sS --fail-with-body "http://127.0.0.1:$port/v1/embeddings" -H 'Content-Type: application/json' -d @"$work/b$n.json" >/dev/null
   done
   end=$(date +%s.%N)
   python3 -c "import sys; n,r,t=int(sys.argv[1]),int(sys.argv[2]),float(sys.argv[3]); print(f'| {n} x 128 | {n*r/t:.2f} | {n*r*128/t:.0f} | {t/r:.3f} |')" "$n" "$reps" "$(echo "$end - $start" | bc -l)"
