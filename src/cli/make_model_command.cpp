@@ -17,7 +17,8 @@ int make_model_command(const Args& args) {
   uint64_t seed = 42;
   app.add_option("output", out_path, "GGUF file to write")->required();
   app.add_option("--preset", preset,
-                 "shape: tiny-qwen2, tiny-qwen3, qwen2.5-0.5b, qwen3-0.6b, qwen2.5-3b, qwen2.5-7b, qwen3-8b")
+                 "shape: tiny-qwen2, tiny-qwen3, qwen2.5-0.5b, qwen3-0.6b, qwen2.5-3b, qwen2.5-7b, qwen3-8b, "
+                 "tiny-qwen3-embedding, qwen3-embedding-0.6b (last-token pooling)")
       ->capture_default_str();
   app.add_option("--type", type_name, "weight type: f32, f16, bf16 or a `minfer quantize` type (q8_0, q4_K_M, ...)")
       ->capture_default_str();

@@ -19,8 +19,10 @@
 #include "cli/sampling_options.h"
 #include "cli/spec_options.h"
 #include "engine/batcher.h"
+#include "engine/embedding.h"
 #include "engine/engine.h"
 #include "kv/kv_cache.h"
+#include "server/embeddings.h"
 #include "server/http.h"
 #include "server/server.h"
 
@@ -44,6 +46,8 @@ struct ServeArgs {
   std::string chat_template_file;
   std::string reasoning_format = "auto";
   int32_t responses_store = 100;
+  bool embeddings = false;
+  std::string pooling;  // "" = the GGUF's <arch>.pooling_type
   SpecArgs spec;
 };
 
@@ -147,6 +151,13 @@ int serve_command(const Args& argv) {
                  "0: none)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
+  app.add_flag("--embeddings,--embedding", args.embeddings,
+               "serve POST /v1/embeddings too (an embedding model, one whose GGUF declares <arch>.pooling_type, "
+               "serves it without this flag); embeddings run on a second engine of the same file with its own "
+               "KV cache of -c cells");
+  app.add_option("--pooling", args.pooling,
+                 "embedding pooling: none, mean, cls or last (default: the model's <arch>.pooling_type)")
+      ->check(CLI::IsMember({"none", "mean", "cls", "last"}));
   add_sampling_options(app, sampling);
   add_spec_options(app, &args.spec);
   add_gpu_layers_option(app, &gpu_layers);
@@ -244,6 +255,29 @@ int serve_command(const Args& argv) {
     }
     draft = std::move(*d);
   }
+  // Embeddings: asked for, or an embedding model (its GGUF declares a pooling type).
+  std::unique_ptr<server::Embedder> embedder;
+  {
+    auto declared = engine::pooling_from_gguf(engine.file());
+    if (!declared.ok()) {
+      shutdown_http();
+      return fail(declared.status());
+    }
+    std::optional<engine::Pooling> pooling;
+    if (!args.pooling.empty()) pooling = *engine::parse_pooling(args.pooling);  // CLI11 checked the name
+    if (args.embeddings || declared->has_value()) {
+      auto e = server::Embedder::create(args.model, eopts, pooling);
+      if (!e.ok()) {
+        shutdown_http();
+        return fail(e.status().with_context("--embeddings: "));
+      }
+      embedder = std::move(*e);
+      server.set_embedder(embedder.get());
+    } else if (pooling) {
+      shutdown_http();
+      return fail(invalid_argument("--pooling needs --embeddings (this model is loaded for generation)"));
+    }
+  }
   engine::BatcherOptions bopts;
   bopts.n_slots = args.n_slots;
   bopts.queue_depth = args.queue_depth;
@@ -260,9 +294,10 @@ int serve_command(const Args& argv) {
   server.set_model(&engine, batcher->get(), std::move(*tmpl));
   fmt::print(
       "minfer serve: listening on http://{}:{} model={} slots={} ctx={} threads={} batching=on "
-      "queue={}{}{}{}\n",
+      "queue={}{}{}{}{}\n",
       args.host, (*http)->port(), sopts.model_id, args.n_slots, engine.n_ctx(), engine.n_threads(),
       args.queue_depth, args.api_key.empty() ? "" : " auth=on",
+      embedder ? fmt::format(" embeddings=pooling:{}", engine::pooling_name(embedder->pooling())) : "",
       args.slots_file.empty() ? "" : " slots-file=" + args.slots_file,
       !args.spec.draft_model.empty()
           ? fmt::format(" speculative=draft:{} depth={}{}", args.spec.draft_model, args.spec.draft_n,

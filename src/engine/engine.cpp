@@ -82,7 +82,8 @@ size_t Engine::weights_bytes() const {
   return total;
 }
 
-Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, std::vector<float>* out) {
+Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, Output output,
+                             std::vector<float>* out) {
   const auto n = static_cast<int32_t>(end - begin);
   std::span<const int32_t> tokens(batch.tokens.data() + begin, end - begin);
   std::span<const int32_t> positions(batch.positions.data() + begin, end - begin);
@@ -100,7 +101,7 @@ Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, std::
 
   MINFER_ASSIGN_OR_RETURN(std::vector<int32_t> cells, kv_->allocate(seqs, positions));
   kv_->attention_windows(seqs, positions, &window_offsets_, &window_cells_);
-  graph::GraphParams params{n, static_cast<int32_t>(out_rows_.size())};
+  graph::GraphParams params{n, static_cast<int32_t>(out_rows_.size()), output == Output::kEmbeddings};
   auto plan = scheduler_->plan(params, [&](const graph::GraphParams& p) { return model_->build_graph(p); });
   Status st = plan.status();
   if (st.ok()) {
@@ -121,8 +122,9 @@ Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, std::
     return st;
   }
   if (wanted) {
-    const float* logits = scheduler_->output_data(**plan, 0);
-    out->insert(out->end(), logits, logits + out_rows_.size() * static_cast<size_t>(n_vocab()));
+    const float* rows = scheduler_->output_data(**plan, 0);
+    const auto width = static_cast<size_t>(output == Output::kEmbeddings ? hparams().n_embd : n_vocab());
+    out->insert(out->end(), rows, rows + out_rows_.size() * width);
   }
   return {};
 }
@@ -146,7 +148,7 @@ const std::string& Engine::fingerprint() {
   return fingerprint_;
 }
 
-Result<std::vector<float>> Engine::decode(const Batch& batch) {
+Result<std::vector<float>> Engine::decode(const Batch& batch, Output output) {
   if (batch.size() == 0) return invalid_argument("decode: empty batch");
   if (batch.positions.size() != batch.size() || batch.seqs.size() != batch.size() ||
       batch.logits.size() != batch.size()) {
@@ -155,7 +157,7 @@ Result<std::vector<float>> Engine::decode(const Batch& batch) {
   std::vector<float> out;
   const auto step = static_cast<size_t>(options_.n_batch);
   for (size_t begin = 0; begin < batch.size(); begin += step) {
-    Status st = decode_ubatch(batch, begin, std::min(batch.size(), begin + step), &out);
+    Status st = decode_ubatch(batch, begin, std::min(batch.size(), begin + step), output, &out);
     if (!st.ok()) {  // undo the micro-batches already stored, so a failed decode changes nothing
       for (size_t i = 0; i < begin; ++i)
         kv_->seq_rm(batch.seqs[i], batch.positions[i], batch.positions[i] + 1);

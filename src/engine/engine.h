@@ -68,9 +68,12 @@ class Engine {
   int32_t n_vocab() const { return model_->hparams().n_vocab; }
   int32_t n_threads() const { return pool_->n_threads(); }
 
-  // Evaluates `batch`; returns the logits rows (n_vocab floats each) of the tokens flagged for logits,
-  // in batch order. On error the KV cells the failed batch reserved are released again.
-  Result<std::vector<float>> decode(const Batch& batch);
+  // What decode() returns for each flagged token: its logits (n_vocab floats), or its final-norm hidden
+  // state (n_embd floats: what embeddings pool). The two kinds use separate cached plans.
+  enum class Output { kLogits, kEmbeddings };
+  // Evaluates `batch`; returns the output rows of the tokens flagged for logits, in batch order. On error
+  // the KV cells the failed batch reserved are released again.
+  Result<std::vector<float>> decode(const Batch& batch, Output output = Output::kLogits);
 
   // The plan for `params` (built, assigned, fused, allocated) — for --dump-graph and tests.
   Result<const sched::Plan*> plan_for(const graph::GraphParams& params);
@@ -90,7 +93,7 @@ class Engine {
 
  private:
   Engine() = default;
-  Status decode_ubatch(const Batch& batch, size_t begin, size_t end, std::vector<float>* out);
+  Status decode_ubatch(const Batch& batch, size_t begin, size_t end, Output output, std::vector<float>* out);
 
   EngineOptions options_;
   gguf::File file_;

@@ -9,6 +9,7 @@ namespace minfer::graph {
 struct GraphParams {
   int32_t n_tokens = 1;
   int32_t n_outputs = 1;  // rows whose logits are computed (the last rows of the batch)
+  bool embeddings = false;  // true: the graph ends at the final norm (n_embd per output row), no logits
   auto operator<=>(const GraphParams&) const = default;
 };
 

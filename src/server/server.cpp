@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "server/embeddings.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/responses_api.h"
@@ -128,6 +129,7 @@ HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& 
       {"/v1/responses/", "GET", true},
       {"/tokenize", "POST", false},
       {"/detokenize", "POST", false},
+      {"/v1/embeddings", "POST", false},
   };
   const Route* found = nullptr;
   for (const Route& r : kRoutes) {
@@ -175,6 +177,7 @@ HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& 
   if (path == "/v1/responses") return responses_create(req, client_alive);
   if (path == "/v1/responses/") return responses_get(p.substr(path.size()));
   if (path == "/tokenize") return tokenize(req);
+  if (path == "/v1/embeddings") return embeddings_response(req, embedder_, options_.model_id);
   return detokenize(req);
 }
 

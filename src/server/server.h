@@ -59,6 +59,8 @@ struct HttpResponse {
   std::function<void(ResponseStream&)> stream;
 };
 
+class Embedder;  // server/embeddings.h
+
 struct ServerOptions {
   std::string model_id;              // what /v1/models lists and responses name
   std::string api_key;               // "" = no auth
@@ -77,6 +79,8 @@ class Server {
   // Makes the server ready. `engine` and `batcher` must outlive the server's last handle() call.
   void set_model(engine::Engine* engine, engine::Batcher* batcher, chat::ChatTemplate tmpl);
   bool ready() const { return ready_.load(std::memory_order_acquire); }
+  // Enables POST /v1/embeddings (server/embeddings.h); call before set_model. Not owned.
+  void set_embedder(Embedder* embedder) { embedder_ = embedder; }
 
   // From now on every route but /metrics answers 503 and /health reports draining.
   void begin_drain() { draining_.store(true); }
@@ -108,6 +112,7 @@ class Server {
   std::atomic<bool> draining_{false};
   engine::Engine* engine_ = nullptr;
   engine::Batcher* batcher_ = nullptr;
+  Embedder* embedder_ = nullptr;
   std::optional<chat::ChatTemplate> template_;
   std::shared_ptr<ResponsesStore> responses_store_;
   std::atomic<int64_t> rejected_{0}, in_flight_{0}, errors_4xx_{0}, errors_5xx_{0};

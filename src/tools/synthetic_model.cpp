@@ -105,7 +105,8 @@ gguf::Writer::Producer quantized_tensor(uint64_t seed, std::vector<int64_t> ne, 
 }  // namespace
 
 std::vector<std::string> synthetic_preset_names() {
-  return {"tiny-qwen2", "tiny-qwen3", "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b"};
+  return {"tiny-qwen2", "tiny-qwen3", "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b",
+          "tiny-qwen3-embedding", "qwen3-embedding-0.6b"};
 }
 
 Result<SyntheticShape> synthetic_preset(const std::string& name) {
@@ -125,6 +126,17 @@ Result<SyntheticShape> synthetic_preset(const std::string& name) {
     s = {"qwen3", 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, 1e-6f, true};
     return s;
   }
+  // Embedding models: a qwen3 decoder whose final-norm state of the last token is the embedding.
+  if (name == "tiny-qwen3-embedding") {
+    s.arch = "qwen3";
+    s.head_dim = 32;
+    s.pooling_type = 3;
+    return s;
+  }
+  if (name == "qwen3-embedding-0.6b") {
+    s = {"qwen3", 1024, 28, 16, 8, 128, 3072, 32768, 1e6f, 1e-6f, true, 3};
+    return s;
+  }
   // The 7B-class shapes most users run (issue 18): DRAM-bound on every CPU.
   if (name == "qwen2.5-3b") {
     s = {"qwen2", 2048, 36, 16, 2, 128, 11008, 32768, 1e6f, 1e-6f, true};
@@ -140,7 +152,7 @@ Result<SyntheticShape> synthetic_preset(const std::string& name) {
   }
   return invalid_argument(
       "unknown model preset '{}' (known: tiny-qwen2, tiny-qwen3, qwen2.5-0.5b, qwen3-0.6b, qwen2.5-3b, "
-      "qwen2.5-7b, qwen3-8b)",
+      "qwen2.5-7b, qwen3-8b, tiny-qwen3-embedding, qwen3-embedding-0.6b)",
       name);
 }
 
@@ -173,6 +185,7 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
   meta.set(a + ".attention.head_count_kv", Value::u32(s.n_head_kv));
   meta.set(a + ".rope.freq_base", Value::f32(s.rope_freq_base));
   meta.set(a + ".attention.layer_norm_rms_epsilon", Value::f32(s.rms_eps));
+  if (s.pooling_type >= 0) meta.set(a + ".pooling_type", Value::u32(static_cast<uint32_t>(s.pooling_type)));
   if (a == "qwen3" || s.head_dim * s.n_head != s.n_embd) {
     meta.set(a + ".attention.key_length", Value::u32(s.head_dim));
     meta.set(a + ".attention.value_length", Value::u32(s.head_dim));

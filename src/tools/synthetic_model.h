@@ -27,9 +27,12 @@ struct SyntheticShape {
   float rope_freq_base = 1e6f;
   float rms_eps = 1e-6f;
   bool tied_output = true;  // no output.weight: the embedding doubles as the output projection
+  int32_t pooling_type = -1;  // >= 0: written as <arch>.pooling_type (llama.cpp: 1 mean, 2 cls, 3 last)
 };
 
-// Presets: "tiny-qwen2", "tiny-qwen3", "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b".
+// Presets: "tiny-qwen2", "tiny-qwen3", "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b",
+// and the embedding models (last-token pooling written to <arch>.pooling_type): "tiny-qwen3-embedding" and
+// "qwen3-embedding-0.6b" (Qwen3-Embedding-0.6B's shape).
 Result<SyntheticShape> synthetic_preset(const std::string& name);
 std::vector<std::string> synthetic_preset_names();
 

@@ -14,7 +14,7 @@ mkdir -p "$work"
 model="$work/npm-tiny.gguf"
 "$minfer" make-model "$model" --preset tiny-qwen3 >/dev/null || exit 1
 log="$work/npm-serve.log"
-"$minfer" serve "$model" --port 0 -t 1 --alias tiny >"$log" 2>&1 &
+"$minfer" serve "$model" --port 0 -t 1 --alias tiny --embeddings --pooling mean >"$log" 2>&1 &
 pid=$!
 port=""
 for _ in $(seq 1 300); do

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "engine/batcher.h"
 #include "engine/engine.h"
 #include "gguf/reader.h"
+#include "server/embeddings.h"
 #include "server/http.h"
 #include "server/server.h"
 #include "tools/synthetic_model.h"
@@ -62,12 +64,15 @@ struct TestServerOptions {
   int32_t responses_store = 100;
   std::function<Status(int64_t)> fault_injector;  // the batcher's test hook: a failed forward
   std::function<bool()> stall_injector;           // the batcher's test hook: a step that makes no progress
+  std::string model_path;                         // when set: this GGUF instead of tiny_model()
+  bool embeddings = false;                        // serve /v1/embeddings (server/embeddings.h)
+  std::optional<engine::Pooling> pooling;         // --pooling; nullopt: the GGUF's
 };
 
 class TestServer {
  public:
   explicit TestServer(TestServerOptions o = {}) {
-    const std::string path = tiny_model(o.real_vocab);
+    const std::string path = o.model_path.empty() ? tiny_model(o.real_vocab) : o.model_path;
     if (path.empty()) return;
     engine::EngineOptions eo;
     eo.n_ctx = o.n_ctx;
@@ -98,6 +103,13 @@ class TestServer {
     so.responses_store = o.responses_store;
     so.sampling.temp = 0.0f;
     server_ = std::make_unique<Server>(so);
+    if (o.embeddings) {
+      auto em = Embedder::create(path, eo, o.pooling);
+      EXPECT_TRUE(em.ok()) << em.status().message();
+      if (!em.ok()) return;
+      embedder_ = std::move(*em);
+      server_->set_embedder(embedder_.get());
+    }
     server_->set_model(engine_.get(), batcher_.get(), std::move(*tmpl));
     HttpOptions ho;
     ho.port = 0;
@@ -130,6 +142,7 @@ class TestServer {
  private:
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<engine::Batcher> batcher_;
+  std::unique_ptr<Embedder> embedder_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<HttpServer> http_;
   std::thread thread_;

@@ -161,6 +161,10 @@ graph::Graph build_decoder_graph(const HParams& hp, const DecoderOptions& option
   }
   b.set_layer(-1);
   NodeId cur = b.named(b.rms_norm(inp, W("output_norm.weight"), hp.rms_eps), "result_norm");
+  if (params.embeddings) {  // the final-norm hidden states are the output (embeddings); no vocab matmul
+    b.output(cur);
+    return b.take();
+  }
   cur = b.named(b.matmul(W(tied_output ? "token_embd.weight" : "output.weight"), cur), "result_output");
   b.output(cur);
   return b.take();

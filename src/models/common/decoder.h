@@ -23,7 +23,8 @@ Result<HParams> read_hparams(const gguf::File& file, const std::string& arch);
 Result<std::vector<backend::WeightSource>> collect_weights(const gguf::File& file, const HParams& hp,
                                                            const DecoderOptions& options, bool* tied_output);
 
-// Builds the forward graph: tokens -> logits of the last n_outputs rows.
+// Builds the forward graph: tokens -> logits of the last n_outputs rows (with params.embeddings: their
+// final-norm hidden states, n_embd each).
 graph::Graph build_decoder_graph(const HParams& hp, const DecoderOptions& options, bool tied_output,
                                  const std::vector<backend::WeightSource>& weights, const graph::GraphParams& params);
 

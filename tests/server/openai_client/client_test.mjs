@@ -1,6 +1,7 @@
 // The official `openai` npm client against a running `minfer serve` (MINFER_BASE_URL, MINFER_MODEL):
-// a non-streamed and a streamed chat completion, a legacy completion, the models list, and the Responses
-// API (responses.create streamed and not, a function call, previous_response_id, retrieve). Exits non-zero
+// a non-streamed and a streamed chat completion, a legacy completion, the models list, the Responses
+// API (responses.create streamed and not, a function call, previous_response_id, retrieve) and embeddings
+// (the server runs with --embeddings). Exits non-zero
 // with a message on the first mismatch.
 import OpenAI from "openai";
 
@@ -100,5 +101,18 @@ try {
 }
 check(missing, "an unknown response id must be a 404");
 
+// embeddings.create: the client asks for base64 unless told otherwise and decodes it to floats.
+const emb = await client.embeddings.create({ model, input: ["hello world", "goodbye"] });
+check(emb.object === "list" && emb.data.length === 2, `embeddings: ${JSON.stringify(emb).slice(0, 200)}`);
+check(emb.data[1].index === 1 && emb.usage.prompt_tokens > 0, "embeddings index / usage");
+const v0 = emb.data[0].embedding;
+const n0 = Math.sqrt(v0.reduce((s, x) => s + x * x, 0));
+check(v0.length > 0 && Math.abs(n0 - 1) < 1e-4, `embedding norm ${n0}`);
+const asFloat = await client.embeddings.create({ model, input: "hello world", encoding_format: "float" });
+const d = Math.max(...asFloat.data[0].embedding.map((x, i) => Math.abs(x - v0[i])));
+check(asFloat.data[0].embedding.length === v0.length && d < 1e-6, `base64 vs float embeddings differ by ${d}`);
+const cut = await client.embeddings.create({ model, input: "hello world", dimensions: 8, encoding_format: "float" });
+check(cut.data[0].embedding.length === 8, "embeddings dimensions");
+
 console.log(`OK: openai ${OpenAI.VERSION ?? ""} non-streamed, streamed (${text.length} chars), completions, errors, ` +
-  `responses (${seen.length} events, function call, previous_response_id)`);
+  `responses (${seen.length} events, function call, previous_response_id), embeddings`);
