@@ -65,7 +65,7 @@ Result<std::string> resolve_model_arg(const std::string& arg);
 bool looks_like_model(const std::string& arg);
 
 // -ngl/--gpu-layers/--n-gpu-layers N: parsed everywhere a model runs, so that llama.cpp command lines
-// reach the one place that decides (check_gpu_layers). This build has no GPU backend: refused by name.
+// reach the one place that decides (check_gpu_layers). No layer offload yet: a count other than 0 is refused by name.
 void add_gpu_layers_option(CLI::App& app, int* n_gpu_layers);
 Status check_gpu_layers(const CLI::App& app, int n_gpu_layers);
 

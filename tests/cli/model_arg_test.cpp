@@ -278,10 +278,12 @@ TEST_F(ModelArgTest, LlamaCppSpellingsAreAliasesAndTheOthersAreRefused) {
 
   Ran r = run_minfer({"-m", m, "-p", "hi", "-ngl", "99"});
   EXPECT_EQ(r.rc, 1);
-  EXPECT_TRUE(has(r.err, "-ngl/--gpu-layers 99: this build has no GPU backend")) << r.err;
+  EXPECT_TRUE(has(r.err, "-ngl/--gpu-layers 99: no GPU layer offload yet")) << r.err;
   r = run_minfer({"serve", m, "--gpu-layers", "10"});
   EXPECT_EQ(r.rc, 1);
-  EXPECT_TRUE(has(r.err, "-ngl/--gpu-layers 10: this build has no GPU backend")) << r.err;
+  EXPECT_TRUE(has(r.err, "-ngl/--gpu-layers 10: no GPU layer offload yet")) << r.err;
+  r = run_minfer({"-m", m, "-p", "hi", "-n", "2", "-ngl", "0"});  // llama.cpp's "CPU only" is what runs
+  EXPECT_EQ(r.rc, 0) << r.err;
   r = run_minfer({"-m", m, "-p", "hi", "-fa", "off"});
   EXPECT_EQ(r.rc, 2);
   EXPECT_TRUE(has(r.err, "-fa/--flash-attn off: this build has no unfused attention kernel")) << r.err;
