@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the pinned npm packages of the tests that drive minfer from Node.js into project-local folders
-# (never global): the official `openai` client for the server test (build/openai_client) and
+# (never global): the official `openai` and `@anthropic-ai/sdk` clients for the server tests
+# (build/openai_client, build/anthropic_client) and
 # `puppeteer-core` for the visualizer's browser test (build/puppeteer; never a bundled browser: the test
 # drives Debian's chromium). Each folder gets its package.json from tests/; an install that already
 # holds the pinned version is kept. Without node/npm it says so and exits 0 (the tests then skip).
@@ -8,7 +9,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "install_npm_tests: node/npm not found; the openai client and viz browser tests will be skipped"
+  echo "install_npm_tests: node/npm not found; the openai/anthropic client and viz browser tests will be skipped"
   exit 0
 fi
 
@@ -28,4 +29,6 @@ install() {  # install PACKAGE DEST FILES...: FILES (package.json first) copied 
 
 install openai "$root/build/openai_client" \
   "$root/tests/server/openai_client/package.json" "$root/tests/server/openai_client/client_test.mjs"
+install @anthropic-ai/sdk "$root/build/anthropic_client" \
+  "$root/tests/server/anthropic_client/package.json" "$root/tests/server/anthropic_client/client_test.mjs"
 install puppeteer-core "$root/build/puppeteer" "$root/tests/viz/browser/package.json"

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "server/anthropic_api.h"
 #include "server/sse.h"
 
 namespace minfer::server {
@@ -213,9 +214,15 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Handler route, const HttpOp
   http.Delete(any, handler);
   http.Options(any, handler);
   // Statuses httplib answers itself (413 over --max-body, 400 malformed HTTP, 404 unknown method)
-  // still carry the OpenAI error object.
-  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+  // still carry the OpenAI error object (Anthropic's on /v1/messages).
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    if (req.path.rfind("/v1/messages", 0) == 0) {  // the Anthropic routes answer in Anthropic's shape
+      const std::string message = res.status == 413 ? "the request body is larger than --max-body"
+                                                     : fmt::format("HTTP status {}", res.status);
+      res.set_content(dump_json(anthropic_error_json(res.status, message)), "application/json");
+      return;
+    }
     ApiError e;
     e.status = res.status;
     if (res.status == 413) {

@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "server/embeddings.h"
+#include "server/anthropic_api.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/responses_api.h"
@@ -76,8 +77,12 @@ HttpResponse Server::error_response(const ApiError& error) {
   return r;
 }
 
-bool Server::authorized(const HttpRequest& req) const {
+bool Server::authorized(const HttpRequest& req, bool accept_x_api_key) const {
   if (options_.api_key.empty()) return true;
+  if (accept_x_api_key) {
+    const std::string key = req.header("x-api-key");
+    if (!key.empty()) return constant_time_equal(key, options_.api_key);
+  }
   const std::string auth = req.header("authorization");
   const std::string prefix = "Bearer ";
   if (auth.size() <= prefix.size() || auth.compare(0, prefix.size(), prefix) != 0) return false;
@@ -110,6 +115,8 @@ HttpResponse Server::handle(const HttpRequest& req, const std::function<bool()>&
 HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& client_alive) {
   const std::string& p = req.path;
   const std::string& m = req.method;
+  // The Anthropic Messages API answers in its own error shape from the first check on (anthropic_api.cpp).
+  if (p == "/v1/messages" || p == "/v1/messages/count_tokens") return anthropic_messages(*this, req, client_alive);
   // Route table: path -> allowed method.
   struct Route {
     const char* path;
@@ -179,6 +186,20 @@ HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& 
   if (path == "/tokenize") return tokenize(req);
   if (path == "/v1/embeddings") return embeddings_response(req, embedder_, options_.model_id);
   return detokenize(req);
+}
+
+std::optional<ApiError> Server::render_chat_prompt(const chat::ChatInputs& inputs, const std::string& field,
+                                                   std::vector<int32_t>* prompt, bool* starts_in_think) const {
+  const tokenizer::Tokenizer& tok = engine_->tokenizer();
+  chat::ChatInputs in = inputs;
+  if (!in.extra.contains("bos_token")) in.extra["bos_token"] = token_text_or_empty(tok, tok.bos());
+  if (!in.extra.contains("eos_token")) in.extra["eos_token"] = token_text_or_empty(tok, tok.eos());
+  auto text = template_->render(in);
+  if (!text.ok()) return bad_request("chat template: " + text.status().message(), field);
+  *starts_in_think = options_.reasoning && prompt_opens_think(*text);
+  *prompt = tok.encode(*text, /*parse_special=*/true);
+  if (tok.add_bos() && tok.bos() >= 0) prompt->insert(prompt->begin(), tok.bos());
+  return {};
 }
 
 HttpResponse Server::models(const std::string& id) {
@@ -270,15 +291,7 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
   std::vector<int32_t> prompt;
   bool starts_in_think = false;
   if (chat) {
-    chat::ChatInputs in = r.chat;
-    if (!in.extra.contains("bos_token")) in.extra["bos_token"] = token_text_or_empty(tok, tok.bos());
-    if (!in.extra.contains("eos_token")) in.extra["eos_token"] = token_text_or_empty(tok, tok.eos());
-    auto text = template_->render(in);
-    if (!text.ok())
-      return error_response(bad_request("chat template: " + text.status().message(), "messages"));
-    starts_in_think = options_.reasoning && prompt_opens_think(*text);
-    prompt = tok.encode(*text, /*parse_special=*/true);
-    if (tok.add_bos() && tok.bos() >= 0) prompt.insert(prompt.begin(), tok.bos());
+    if (auto err = render_chat_prompt(r.chat, "messages", &prompt, &starts_in_think)) return error_response(*err);
   } else if (r.prompt_is_tokens) {
     prompt = r.prompt_tokens;
   } else {

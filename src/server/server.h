@@ -92,6 +92,20 @@ class Server {
   // Error response in the OpenAI shape (503 adds Retry-After).
   static HttpResponse error_response(const ApiError& error);
   const ServerOptions& options() const { return options_; }
+
+  // Shared with the API front ends kept in their own files (anthropic_api.cpp); valid once ready().
+  engine::Engine& engine() const { return *engine_; }
+  engine::Batcher& batcher() const { return *batcher_; }
+  // The chat template applied to `inputs` (bos/eos filled in) as prompt tokens, BOS added when the
+  // model wants one; *starts_in_think when reasoning is on and the rendered prompt opens a <think>.
+  // A template failure is a 400 naming `field`. No context-length check here.
+  std::optional<ApiError> render_chat_prompt(const chat::ChatInputs& inputs, const std::string& field,
+                                             std::vector<int32_t>* prompt, bool* starts_in_think) const;
+  // --api-key: `Authorization: Bearer KEY`; with accept_x_api_key also `x-api-key: KEY` (Anthropic).
+  bool authorized(const HttpRequest& request, bool accept_x_api_key = false) const;
+  // Request accounting for /metrics, for routes outside this file.
+  void add_in_flight(int64_t delta) { in_flight_.fetch_add(delta); }
+  void add_rejected() { rejected_.fetch_add(1); }
   // The /metrics text (never waits on the model).
   std::string metrics_text() const;
 
@@ -104,7 +118,6 @@ class Server {
   // POST /v1/responses and GET /v1/responses/{id} (responses_api.cpp).
   HttpResponse responses_create(const HttpRequest& request, const std::function<bool()>& client_alive);
   HttpResponse responses_get(const std::string& id);
-  bool authorized(const HttpRequest& request) const;
 
   ServerOptions options_;
   int64_t created_ = 0;
