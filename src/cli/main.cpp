@@ -22,7 +22,7 @@ constexpr Command kCommands[] = {
      minfer::cli::run_command},
     {"bench", "measure prompt (pp) and generation (tg) speed, llama-bench style", minfer::cli::bench_command},
     {"info", "print a GGUF file's metadata, tensors, totals and hyperparameters", minfer::cli::info_command},
-    {"make-model", "write a random-weight Qwen2/Qwen3 GGUF (tiny or real shapes) for demos and benchmarks",
+    {"make-model", "write a random-weight Qwen2/Qwen3/llama GGUF (tiny or real shapes) for demos and benchmarks",
      minfer::cli::make_model_command},
     {"quantize", "re-encode a GGUF model's weights (q4_0 ... q6_K, q4_K_M, q5_K_M, f16, bf16) like llama-quantize",
      minfer::cli::quantize_command},
@@ -54,7 +54,7 @@ constexpr Command kCommands[] = {
 
 void print_usage(std::FILE* out) {
   fmt::print(out,
-             "minfer: local LLM inference for Qwen-family GGUF models\n\n"
+             "minfer: local LLM inference for Qwen-family and llama GGUF models\n\n"
              "usage: minfer MODEL [prompt] [options]     (same as `minfer run`; flags may come first,\n"
              "                                           and -m MODEL / -p PROMPT work too)\n"
              "       minfer <command> [options]\n\n");

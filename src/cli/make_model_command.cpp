@@ -8,7 +8,7 @@
 namespace minfer::cli {
 
 int make_model_command(const Args& args) {
-  CLI::App app("Write a random-weight Qwen2/Qwen3 GGUF model (labelled as random; its output is noise).",
+  CLI::App app("Write a random-weight Qwen2/Qwen3/llama GGUF model (labelled as random; its output is noise).",
                "minfer make-model");
   std::string out_path;
   std::string preset = "tiny-qwen2";
@@ -17,8 +17,7 @@ int make_model_command(const Args& args) {
   uint64_t seed = 42;
   app.add_option("output", out_path, "GGUF file to write")->required();
   app.add_option("--preset", preset,
-                 "shape: tiny-qwen2, tiny-qwen3, qwen2.5-0.5b, qwen3-0.6b, qwen2.5-3b, qwen2.5-7b, qwen3-8b, "
-                 "tiny-qwen3-embedding, qwen3-embedding-0.6b (last-token pooling)")
+                 fmt::format("shape: {}", fmt::join(tools::synthetic_preset_names(), ", ")))
       ->capture_default_str();
   app.add_option("--type", type_name, "weight type: f32, f16, bf16 or a `minfer quantize` type (q8_0, q4_K_M, ...)")
       ->capture_default_str();

@@ -103,13 +103,26 @@ NodeId GraphBuilder::reshape(NodeId x, Shape ne) {
 }
 
 NodeId GraphBuilder::rope(NodeId x, NodeId positions, int32_t n_rot, float freq_base) {
+  return rope(x, positions, n_rot, freq_base, RopeMode::kNeox, 1.0f, kNoNode);
+}
+
+NodeId GraphBuilder::rope(NodeId x, NodeId positions, int32_t n_rot, float freq_base, RopeMode mode, float freq_scale,
+                          NodeId freq_factors) {
   MINFER_CHECK(n_rot > 0 && n_rot % 2 == 0 && n_rot <= at(x).ne[0], "rope: bad n_rot {}", n_rot);
   MINFER_CHECK(at(positions).ne[0] == at(x).ne[2], "rope: {} positions for {} tokens", at(positions).ne[0], at(x).ne[2]);
+  MINFER_CHECK(freq_scale > 0.0f, "rope: freq_scale {} must be positive", freq_scale);
   Node node;
   node.op = OpKind::kRope;
   node.src = {x, positions};
+  if (freq_factors != kNoNode) {
+    MINFER_CHECK(at(freq_factors).type == DType::F32 && at(freq_factors).n_elements() == n_rot / 2,
+                 "rope: frequency factors must be {} f32 values", n_rot / 2);
+    node.src.push_back(freq_factors);
+  }
   node.params.n_rot = n_rot;
   node.params.rope_freq_base = freq_base;
+  node.params.rope_mode = mode;
+  node.params.rope_freq_scale = freq_scale;
   node.ne = at(x).ne;
   return append(std::move(node));
 }

@@ -24,7 +24,10 @@ class GraphBuilder {
   NodeId mul(NodeId a, NodeId b);
   NodeId silu(NodeId x);
   NodeId reshape(NodeId x, Shape ne);
-  NodeId rope(NodeId x, NodeId positions, int32_t n_rot, float freq_base);
+  NodeId rope(NodeId x, NodeId positions, int32_t n_rot, float freq_base);  // NEOX, no scaling
+  // freq_factors: kNoNode or an F32 {n_rot/2} node dividing each pair's angle (llama3 rope_freqs.weight).
+  NodeId rope(NodeId x, NodeId positions, int32_t n_rot, float freq_base, RopeMode mode, float freq_scale,
+              NodeId freq_factors);
   NodeId kv_store(int32_t layer, NodeId k, NodeId v);
   NodeId attention(int32_t layer, NodeId q, NodeId store, int32_t n_head, int32_t n_head_kv, int32_t head_dim);
   void output(NodeId id) { graph_.outputs.push_back(id); }

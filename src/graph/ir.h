@@ -29,7 +29,8 @@ enum class OpKind : uint8_t {
   kSilu,       // x * sigmoid(x)
   kSwiGlu,     // silu(src0) * src1 (fused from Mul(Silu(a), b))
   kReshape,    // a view with another shape, same bytes
-  kRope,       // rotary embedding, NEOX pairing (i, i + n_rot/2); src1 = positions
+  kRope,       // rotary embedding (params.rope_mode: NEOX pairs (i, i + n_rot/2) or normal pairs (2i, 2i + 1));
+               // src1 = positions, optional src2 = per-pair frequency divisors {n_rot/2} (llama3 rope_freqs)
   kKvStore,    // writes K (src0) and V (src1) of the batch into the layer's KV cells; no output data
   kAttention,  // causal GQA attention of Q (src0) over the layer's KV cells; src1 = the KvStore it follows
 };
@@ -38,12 +39,18 @@ std::string_view op_name(OpKind op);
 
 enum class InputKind : uint8_t { kTokens, kPositions, kOutputRows };
 
+// How rope pairs the rotated dimensions, as llama.cpp's rope types: kNeox (Qwen, LLAMA_ROPE_TYPE_NEOX) rotates
+// i with i + n_rot/2, kNormal (llama, LLAMA_ROPE_TYPE_NORM) rotates 2i with 2i + 1.
+enum class RopeMode : uint8_t { kNeox, kNormal };
+
 // Parameters of every op (one struct keeps nodes trivially comparable; unused fields stay zero).
 struct OpParams {
   InputKind input = InputKind::kTokens;
   float eps = 0.0f;             // RmsNorm
   float rope_freq_base = 0.0f;  // Rope
   int32_t n_rot = 0;            // Rope: rotated dimensions per head
+  RopeMode rope_mode = RopeMode::kNeox;  // Rope
+  float rope_freq_scale = 1.0f; // Rope: theta multiplier (1 / rope.scaling.factor for linear scaling)
   int32_t layer = -1;           // KvStore / Attention
   int32_t n_head = 0;           // Attention
   int32_t n_head_kv = 0;        // Attention

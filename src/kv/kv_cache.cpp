@@ -171,7 +171,8 @@ void KvCache::seq_keep(SeqId seq) {
 
 Status KvCache::seq_add(SeqId seq, int32_t p0, int32_t p1, int32_t delta, const RopeParams& rope) {
   if (delta == 0) return {};
-  if (rope.n_head_kv * rope.head_dim != config_.row_elems || rope.n_rot <= 0 || rope.n_rot > rope.head_dim) {
+  if (rope.n_head_kv * rope.head_dim != config_.row_elems || rope.n_rot <= 0 || rope.n_rot > rope.head_dim ||
+      (!rope.freq_factors.empty() && rope.freq_factors.size() != static_cast<size_t>(rope.n_rot / 2))) {
     return invalid_argument("KV shift: rope parameters do not match the cache rows");
   }
   std::vector<size_t> moved;
@@ -183,12 +184,13 @@ Status KvCache::seq_add(SeqId seq, int32_t p0, int32_t p1, int32_t delta, const 
     moved.push_back(i);
   }
   std::vector<float> row(static_cast<size_t>(config_.row_elems));
+  const backend::cpu::RopeSpec spec{rope.n_rot, rope.freq_base, rope.freq_scale, rope.neox,
+                                    rope.freq_factors.empty() ? nullptr : rope.freq_factors.data()};
   for (const backend::KvLayerView& view : views_) {
     for (size_t cell : moved) {
       auto* bytes = static_cast<uint8_t*>(view.k) + cell * view.row_bytes;
       quant::dequantize_row(view.type, bytes, row.data(), view.row_elems);
-      backend::cpu::rope_neox_token(row.data(), rope.head_dim, rope.n_head_kv, delta, rope.n_rot, rope.freq_base,
-                                    row.data());
+      backend::cpu::rope_token(row.data(), rope.head_dim, rope.n_head_kv, delta, spec, row.data());
       if (view.type == DType::F32) {
         std::memcpy(bytes, row.data(), row.size() * sizeof(float));
       } else {

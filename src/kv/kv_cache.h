@@ -36,6 +36,9 @@ struct RopeParams {
   int32_t n_head_kv = 0;
   int32_t n_rot = 0;
   float freq_base = 10000.0f;
+  bool neox = true;                     // false: llama's normal pairing (2i, 2i + 1)
+  float freq_scale = 1.0f;              // 1 / rope.scaling.factor (linear)
+  std::vector<float> freq_factors;      // empty, or n_rot/2 divisors (llama3 rope_freqs.weight)
 };
 
 // Bytes of one cell row, or nullopt when row_elems does not fit the type's blocks.

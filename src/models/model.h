@@ -27,6 +27,9 @@ struct HParams {
   int32_t n_ff = 0;
   int32_t n_rot = 0;     // rotated dims per head
   float rope_freq_base = 10000.0f;
+  float rope_freq_scale = 1.0f;            // 1 / rope.scaling.factor (linear scaling), as llama.cpp applies it
+  bool rope_normal = false;                // llama's pairing (2i, 2i + 1); false: NEOX (Qwen)
+  std::vector<float> rope_freq_factors;    // llama3 scaling: rope_freqs.weight (n_rot/2 divisors), or empty
   float rms_eps = 1e-6f;
 
   int64_t n_embd_q() const { return static_cast<int64_t>(n_head) * head_dim; }
@@ -48,7 +51,7 @@ class Model {
 };
 
 // Dispatches on general.architecture; anything unregistered is refused by name
-// ("Unsupported architecture: 'llama'").
+// ("Unsupported architecture: 'gpt2'").
 Result<std::unique_ptr<Model>> load_model(const gguf::File& file);
 std::vector<std::string> supported_architectures();
 

@@ -1,5 +1,6 @@
 // The architecture registry: general.architecture -> loader. One line per architecture.
 #include "models/model.h"
+#include "models/llama/llama.h"
 #include "models/qwen2/qwen2.h"
 #include "models/qwen3/qwen3.h"
 
@@ -12,6 +13,7 @@ struct Entry {
 };
 
 constexpr Entry kArchitectures[] = {
+    {"llama", load_llama},
     {"qwen2", load_qwen2},
     {"qwen3", load_qwen3},
 };

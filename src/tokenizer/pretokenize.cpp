@@ -32,7 +32,7 @@ constexpr std::array<Cls, 128> kAsciiClass = [] {
 
 class Matcher {
  public:
-  Matcher(std::string_view s, bool marks) : s_(s), marks_(marks) {}
+  Matcher(std::string_view s, bool marks, int max_digits) : s_(s), marks_(marks), max_digits_(max_digits) {}
 
   Char at(size_t pos) const {
     if (pos >= s_.size()) return {0, 0, kEnd};
@@ -95,8 +95,16 @@ class Matcher {
       const Char c1 = at(after);
       if (c1.cls == kLetter) return run(after + c1.len, kLetter);
     }
-    // \p{N}
-    if (c.cls == kNumber) return after;
+    // \p{N} (llama3: \p{N}{1,3})
+    if (c.cls == kNumber) {
+      size_t end = after;
+      for (int n = 1; n < max_digits_; ++n) {
+        const Char d = at(end);
+        if (d.cls != kNumber) break;
+        end += d.len;
+      }
+      return end;
+    }
     // ' ?[^\s\p{L}\p{N}]+[\r\n]*'
     if (c.cls == kOther) return crlf_run(run(after, kOther));
     if (c.cp == ' ') {
@@ -126,6 +134,7 @@ class Matcher {
 
   std::string_view s_;
   bool marks_;
+  int max_digits_;
 };
 
 }  // namespace
@@ -133,19 +142,25 @@ class Matcher {
 Result<PreTokenizer> pre_tokenizer_from_name(std::string_view name) {
   if (name == "qwen2" || name == "deepseek-r1-qwen") return PreTokenizer::kQwen2;
   if (name == "qwen35") return PreTokenizer::kQwen35;
+  if (name == "llama-bpe" || name == "llama3" || name == "llama-v3") return PreTokenizer::kLlama3;
   return unsupported(
       "tokenizer: pre-tokenizer '{}' (tokenizer.ggml.pre) is not supported; known: qwen2, "
-      "deepseek-r1-qwen, qwen35",
+      "deepseek-r1-qwen, qwen35, llama-bpe (llama3, llama-v3)",
       name);
 }
 
 std::string_view pre_tokenizer_name(PreTokenizer kind) {
-  return kind == PreTokenizer::kQwen35 ? "qwen35" : "qwen2";
+  switch (kind) {
+    case PreTokenizer::kQwen35: return "qwen35";
+    case PreTokenizer::kLlama3: return "llama-bpe";
+    case PreTokenizer::kQwen2: break;
+  }
+  return "qwen2";
 }
 
 bool WordSplitter::next(std::string_view* word) {
   if (pos_ >= text_.size()) return false;
-  const size_t end = Matcher(text_, marks_).match(pos_);
+  const size_t end = Matcher(text_, marks_, max_digits_).match(pos_);
   *word = text_.substr(pos_, end - pos_);
   pos_ = end;
   return true;

@@ -15,9 +15,13 @@ namespace minfer::tokenizer {
 //    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 // qwen35 (LLAMA_VOCAB_PRE_TYPE_QWEN35): the same with [\p{L}\p{M}]+ for \p{L}+ and \p{M} added to the
 // excluded set of the punctuation run.
-enum class PreTokenizer : uint8_t { kQwen2, kQwen35 };
+// llama3 (alias llama-bpe, llama-v3; LLAMA_VOCAB_PRE_TYPE_LLAMA3): qwen2's with \p{N}{1,3} for \p{N}; llama.cpp
+// also sets ignore_merges for it (a word that is a whole token is that token, see Tokenizer) and adds BOS
+// unless tokenizer.ggml.add_bos_token says otherwise.
+enum class PreTokenizer : uint8_t { kQwen2, kQwen35, kLlama3 };
 
-// "qwen2" and "deepseek-r1-qwen" -> kQwen2, "qwen35" -> kQwen35; anything else is kUnsupported naming it.
+// "qwen2" and "deepseek-r1-qwen" -> kQwen2, "qwen35" -> kQwen35, "llama-bpe", "llama3", "llama-v3" ->
+// kLlama3; anything else is kUnsupported naming it.
 Result<PreTokenizer> pre_tokenizer_from_name(std::string_view name);
 std::string_view pre_tokenizer_name(PreTokenizer kind);
 
@@ -29,7 +33,7 @@ std::string_view pre_tokenizer_name(PreTokenizer kind);
 class WordSplitter {
  public:
   WordSplitter(PreTokenizer kind, std::string_view text)
-      : text_(text), marks_(kind == PreTokenizer::kQwen35) {}
+      : text_(text), marks_(kind == PreTokenizer::kQwen35), max_digits_(kind == PreTokenizer::kLlama3 ? 3 : 1) {}
   // Stores the next word and returns true, or returns false at the end of the text.
   bool next(std::string_view* word);
 
@@ -37,6 +41,7 @@ class WordSplitter {
   std::string_view text_;
   size_t pos_ = 0;
   bool marks_;  // \p{M} joins letters (qwen35)
+  int max_digits_;  // \p{N}{1,max_digits_}
 };
 
 }  // namespace minfer::tokenizer

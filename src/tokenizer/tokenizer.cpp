@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "core/byte_unicode.h"
+
 namespace minfer::tokenizer {
 namespace {
 
@@ -109,7 +111,22 @@ class WordCache {
 struct ThreadState {
   WordCache cache;
   BpeScratch scratch;
+  std::string word_text;  // a word in the vocabulary's byte-to-unicode spelling (ignore_merges)
 };
+
+// `word` spelled as byte-level BPE vocabularies store tokens (GPT-2's byte-to-unicode map).
+void byte_level_text(std::string_view word, std::string& out) {
+  out.clear();
+  for (char ch : word) {
+    const uint32_t cp = byte_to_codepoint(static_cast<uint8_t>(ch));
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else {
+      out += static_cast<char>(0xc0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+  }
+}
 
 ThreadState& thread_state() {
   thread_local ThreadState state;
@@ -179,10 +196,18 @@ void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) co
   if (ts.cache.owner() != cache_key_) ts.cache.reset(cache_key_);
   const Vocab& v = *vocab_;
   WordSplitter split(v.pre_tokenizer(), text);
+  const bool ignore_merges = v.pre_tokenizer() == PreTokenizer::kLlama3;
   for (std::string_view word; split.next(&word);) {
     if (word.size() == 1) {
       out.push_back(v.byte_token(static_cast<uint8_t>(word[0])));
       continue;
+    }
+    if (ignore_merges) {  // llama.cpp's ignore_merges (llama3): a word that is a token is that token
+      byte_level_text(word, ts.word_text);
+      if (const int32_t id = v.find(ts.word_text); id >= 0) {
+        out.push_back(id);
+        continue;
+      }
     }
     if (word.size() > WordCache::kMaxWord) {
       bpe_word(v.merges(), v.byte_ids(), word, ts.scratch, out);

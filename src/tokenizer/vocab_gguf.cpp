@@ -68,7 +68,9 @@ Result<Tokenizer> Tokenizer::from_gguf(const gguf::Metadata& meta) {
       {"tokenizer.ggml.middle_token_id", &spec.ids.fim_mid},
   };
   for (const auto& [key, id] : id_keys) MINFER_RETURN_IF_ERROR(read_id(meta, key, id));
-  MINFER_ASSIGN_OR_RETURN(spec.add_bos, meta.get_bool_or("tokenizer.ggml.add_bos_token", false));
+  // llama.cpp adds BOS by default for the llama3 pre-tokenizer; the GGUF key overrides either way.
+  const bool llama3 = spec.pre == "llama-bpe" || spec.pre == "llama3" || spec.pre == "llama-v3";
+  MINFER_ASSIGN_OR_RETURN(spec.add_bos, meta.get_bool_or("tokenizer.ggml.add_bos_token", llama3));
   MINFER_ASSIGN_OR_RETURN(spec.add_eos, meta.get_bool_or("tokenizer.ggml.add_eos_token", false));
   return from_spec(spec);
 }

@@ -102,11 +102,40 @@ gguf::Writer::Producer quantized_tensor(uint64_t seed, std::vector<int64_t> ne, 
   };
 }
 
+// convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors for rope_scaling.rope_type == "llama3" (with
+// low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192), in f32 as torch computes it.
+gguf::Writer::Producer llama3_rope_freqs(float base, int64_t head_dim, float factor) {
+  return [=]() -> Result<std::vector<uint8_t>> {
+    constexpr double kLowFreqFactor = 1.0, kHighFreqFactor = 4.0, kOldContext = 8192.0;
+    const double low_freq_wavelen = kOldContext / kLowFreqFactor;
+    const double high_freq_wavelen = kOldContext / kHighFreqFactor;
+    std::vector<uint8_t> out(static_cast<size_t>(head_dim / 2) * sizeof(float));
+    for (int64_t i = 0; i < head_dim / 2; ++i) {
+      const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+      const float freq = 1.0f / std::pow(base, exponent);
+      const double wavelen = 2.0 * M_PI / static_cast<double>(freq);
+      double f;
+      if (wavelen < high_freq_wavelen) {
+        f = 1.0;
+      } else if (wavelen > low_freq_wavelen) {
+        f = factor;
+      } else {
+        const double smooth = (kOldContext / wavelen - kLowFreqFactor) / (kHighFreqFactor - kLowFreqFactor);
+        f = 1.0 / ((1.0 - smooth) / factor + smooth);
+      }
+      const auto v = static_cast<float>(f);
+      std::memcpy(out.data() + 4 * i, &v, 4);
+    }
+    return out;
+  };
+}
+
 }  // namespace
 
 std::vector<std::string> synthetic_preset_names() {
-  return {"tiny-qwen2", "tiny-qwen3", "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b",
-          "tiny-qwen3-embedding", "qwen3-embedding-0.6b"};
+  return {"tiny-qwen2", "tiny-qwen3", "tiny-llama", "tiny-llama-tied", "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b",
+          "qwen2.5-7b", "qwen3-8b", "llama-3.2-1b", "llama-3.1-8b", "mistral-7b", "tiny-qwen3-embedding",
+          "qwen3-embedding-0.6b"};
 }
 
 Result<SyntheticShape> synthetic_preset(const std::string& name) {
@@ -116,6 +145,26 @@ Result<SyntheticShape> synthetic_preset(const std::string& name) {
     s.arch = "qwen3";
     s.head_dim = 32;
     s.tied_output = false;
+    return s;
+  }
+  if (name == "tiny-llama" || name == "tiny-llama-tied") {
+    s.arch = "llama";
+    s.rope_freq_base = 10000.0f;
+    s.rms_eps = 1e-5f;
+    s.tied_output = name == "tiny-llama-tied";
+    s.llama3_rope_factor = name == "tiny-llama" ? 8.0f : 0.0f;
+    return s;
+  }
+  if (name == "llama-3.2-1b") {
+    s = {"llama", 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f, 1e-5f, true, 32.0f};
+    return s;
+  }
+  if (name == "llama-3.1-8b") {
+    s = {"llama", 4096, 32, 32, 8, 128, 14336, 131072, 500000.0f, 1e-5f, false, 8.0f};
+    return s;
+  }
+  if (name == "mistral-7b") {
+    s = {"llama", 4096, 32, 32, 8, 128, 14336, 32768, 1e6f, 1e-5f, false, 0.0f};
     return s;
   }
   if (name == "qwen2.5-0.5b") {
@@ -151,14 +200,17 @@ Result<SyntheticShape> synthetic_preset(const std::string& name) {
     return s;
   }
   return invalid_argument(
-      "unknown model preset '{}' (known: tiny-qwen2, tiny-qwen3, qwen2.5-0.5b, qwen3-0.6b, qwen2.5-3b, "
-      "qwen2.5-7b, qwen3-8b, tiny-qwen3-embedding, qwen3-embedding-0.6b)",
-      name);
+      "unknown model preset '{}' (known: {})", name, fmt::join(synthetic_preset_names(), ", "));
 }
 
 Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
   const SyntheticShape& s = options.shape;
-  if (s.arch != "qwen2" && s.arch != "qwen3") return unsupported("synthetic model: unsupported architecture '{}'", s.arch);
+  if (s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "llama") {
+    return unsupported("synthetic model: unsupported architecture '{}'", s.arch);
+  }
+  if (s.llama3_rope_factor != 0.0f && s.arch != "llama") {
+    return invalid_argument("synthetic model: llama3 rope scaling is for the llama architecture");
+  }
   std::optional<quant::FileType> qtype;
   if (!options.quant_type.empty()) {
     qtype = quant::file_type_from_name(options.quant_type);
@@ -186,6 +238,10 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
   meta.set(a + ".rope.freq_base", Value::f32(s.rope_freq_base));
   meta.set(a + ".attention.layer_norm_rms_epsilon", Value::f32(s.rms_eps));
   if (s.pooling_type >= 0) meta.set(a + ".pooling_type", Value::u32(static_cast<uint32_t>(s.pooling_type)));
+  if (a == "llama") {
+    meta.set(a + ".rope.dimension_count", Value::u32(s.head_dim));
+    meta.set(a + ".vocab_size", Value::u32(0));  // set below, once the vocabulary is known
+  }
   if (a == "qwen3" || s.head_dim * s.n_head != s.n_embd) {
     meta.set(a + ".attention.key_length", Value::u32(s.head_dim));
     meta.set(a + ".attention.value_length", Value::u32(s.head_dim));
@@ -212,6 +268,7 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
     n_vocab = meta.find("tokenizer.ggml.tokens")->as_array().count;
   }
 
+  if (a == "llama") meta.set(a + ".vocab_size", Value::u32(static_cast<uint32_t>(n_vocab)));
   const int64_t E = s.n_embd, V = static_cast<int64_t>(n_vocab), F = s.n_ff, D = s.head_dim;
   const int64_t Q = static_cast<int64_t>(s.n_head) * D, KV = static_cast<int64_t>(s.n_head_kv) * D;
   const DType wt = qtype ? DType::F32 : options.weight_type;
@@ -230,6 +287,10 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
     return Status::ok_status();
   };
   const float inv_sqrt_e = 1.0f / std::sqrt(static_cast<float>(E));
+  if (s.llama3_rope_factor != 0.0f) {
+    MINFER_RETURN_IF_ERROR(w.add_tensor("rope_freqs.weight", DType::F32, {D / 2},
+                                        llama3_rope_freqs(s.rope_freq_base, D, s.llama3_rope_factor)));
+  }
   MINFER_RETURN_IF_ERROR(add("token_embd.weight", {E, V}, 0.0f, 4.0f * inv_sqrt_e, wt));
   MINFER_RETURN_IF_ERROR(add("output_norm.weight", {E}, 1.0f, 0.1f, DType::F32));
   if (!s.tied_output) MINFER_RETURN_IF_ERROR(add("output.weight", {E, V}, 0.0f, 4.0f * inv_sqrt_e, wt));
@@ -239,7 +300,9 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
     MINFER_RETURN_IF_ERROR(add(p + "attn_q.weight", {E, Q}, 0.0f, 1.5f * inv_sqrt_e, wt));
     MINFER_RETURN_IF_ERROR(add(p + "attn_k.weight", {E, KV}, 0.0f, 1.5f * inv_sqrt_e, wt));
     MINFER_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, KV}, 0.0f, inv_sqrt_e, wt));
-    if (a == "qwen2") {
+    if (a == "llama") {
+      // no biases, no q/k norms
+    } else if (a == "qwen2") {
       MINFER_RETURN_IF_ERROR(add(p + "attn_q.bias", {Q}, 0.0f, 0.5f, DType::F32));
       MINFER_RETURN_IF_ERROR(add(p + "attn_k.bias", {KV}, 0.0f, 0.5f, DType::F32));
       MINFER_RETURN_IF_ERROR(add(p + "attn_v.bias", {KV}, 0.0f, 0.1f, DType::F32));

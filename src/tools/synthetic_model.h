@@ -1,4 +1,4 @@
-// Random-weight Qwen2 / Qwen3 GGUF models with exact real shapes or tiny ones, written with our own
+// Random-weight Qwen2 / Qwen3 / llama GGUF models with exact real shapes or tiny ones, written with our own
 // GGUF writer. They are labelled as random (general.name) and exist for demos, tests and benchmarks:
 // their text is noise, but every code path from loading to sampling runs on them.
 #pragma once
@@ -16,7 +16,7 @@
 namespace minfer::tools {
 
 struct SyntheticShape {
-  std::string arch = "qwen2";  // "qwen2" or "qwen3"
+  std::string arch = "qwen2";  // "qwen2", "qwen3" or "llama"
   uint32_t n_embd = 64;
   uint32_t n_layer = 2;
   uint32_t n_head = 4;
@@ -28,11 +28,17 @@ struct SyntheticShape {
   float rms_eps = 1e-6f;
   bool tied_output = true;  // no output.weight: the embedding doubles as the output projection
   int32_t pooling_type = -1;  // >= 0: written as <arch>.pooling_type (llama.cpp: 1 mean, 2 cls, 3 last)
+  // llama3-type RoPE scaling (llama only): rope_freqs.weight computed as convert_hf_to_gguf.py computes it
+  // from rope_scaling {factor, low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192};
+  // 0 = no rope_freqs tensor.
+  float llama3_rope_factor = 0.0f;
 };
 
-// Presets: "tiny-qwen2", "tiny-qwen3", "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b",
-// and the embedding models (last-token pooling written to <arch>.pooling_type): "tiny-qwen3-embedding" and
-// "qwen3-embedding-0.6b" (Qwen3-Embedding-0.6B's shape).
+// Presets: "tiny-qwen2", "tiny-qwen3", "tiny-llama" (untied output, llama3 rope_freqs), "tiny-llama-tied"
+// (tied output, no rope scaling), "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b",
+// "llama-3.2-1b", "llama-3.1-8b", "mistral-7b" (v0.3 shape), and the embedding models (last-token pooling
+// written to <arch>.pooling_type): "tiny-qwen3-embedding" and "qwen3-embedding-0.6b" (Qwen3-Embedding-0.6B's
+// shape).
 Result<SyntheticShape> synthetic_preset(const std::string& name);
 std::vector<std::string> synthetic_preset_names();
 

@@ -297,6 +297,7 @@ TEST(VulkanDevice, OpCoverageTableMatchesSupportsOp) {
       node.src = {x, c.add_ids({0}, graph::InputKind::kPositions)};
       node.params.n_rot = 64;
       node.params.rope_freq_base = 10000.0f;
+      if (types.find("normal") != std::string::npos) node.params.rope_mode = graph::RopeMode::kNormal;
       node.ne = {64, 2, 1, 1};
     } else if (op == "kv_store") {
       const auto k = c.add_activation(std::vector<float>(64), {64, 1, 1, 1});

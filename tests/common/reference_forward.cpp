@@ -44,13 +44,25 @@ void rmsnorm(std::vector<float>& x, const Mat& w, int64_t off, int64_t n, float 
   for (int64_t i = 0; i < n; ++i) x[off + i] = static_cast<float>(x[off + i] * scale) * w.w[i];
 }
 
-void rope(std::vector<float>& x, int64_t n_heads, int64_t hd, int pos, float base) {
+// NEOX pairs (i, i + hd/2) for Qwen; llama pairs (2i, 2i + 1), each angle divided by its rope_freqs factor
+// and multiplied by the linear scale.
+struct RopeRef {
+  float base = 10000.0f;
+  bool normal = false;
+  double scale = 1.0;
+  std::vector<float> factors;  // empty: all 1
+};
+
+void rope(std::vector<float>& x, int64_t n_heads, int64_t hd, int pos, const RopeRef& r) {
   for (int64_t h = 0; h < n_heads; ++h) {
     for (int64_t i = 0; i < hd / 2; ++i) {
-      const double theta = pos * std::pow(static_cast<double>(base), -2.0 * static_cast<double>(i) / static_cast<double>(hd));
+      const double ff = r.factors.empty() ? 1.0 : r.factors[static_cast<size_t>(i)];
+      const double theta = r.scale * pos *
+                           std::pow(static_cast<double>(r.base), -2.0 * static_cast<double>(i) / static_cast<double>(hd)) /
+                           ff;
       const double c = std::cos(theta), s = std::sin(theta);
-      float& a = x[h * hd + i];
-      float& b = x[h * hd + i + hd / 2];
+      float& a = x[h * hd + (r.normal ? 2 * i : i)];
+      float& b = x[h * hd + (r.normal ? 2 * i + 1 : i + hd / 2)];
       const double a0 = a, b0 = b;
       a = static_cast<float>(a0 * c - b0 * s);
       b = static_cast<float>(a0 * s + b0 * c);
@@ -69,7 +81,11 @@ std::vector<std::vector<float>> reference_forward(const gguf::File& f, const std
   const int64_t HKV = *m.get_u32(arch + ".attention.head_count_kv");
   const int64_t D = m.contains(arch + ".attention.key_length") ? *m.get_u32(arch + ".attention.key_length") : E / H;
   const float eps = *m.get_f32(arch + ".attention.layer_norm_rms_epsilon");
-  const float base = *m.get_f32_or(arch + ".rope.freq_base", 10000.0f);
+  RopeRef rr;
+  rr.base = *m.get_f32_or(arch + ".rope.freq_base", 10000.0f);
+  rr.normal = arch == "llama";
+  if (m.contains(arch + ".rope.scaling.factor")) rr.scale = 1.0 / *m.get_f32(arch + ".rope.scaling.factor");
+  if (rr.normal) rr.factors = load(f, "rope_freqs.weight").w;
   const Mat embd = load(f, "token_embd.weight");
   Mat out = load(f, "output.weight");
   if (out.rows == 0) out = embd;
@@ -117,8 +133,8 @@ std::vector<std::vector<float>> reference_forward(const gguf::File& f, const std
         for (int64_t hh = 0; hh < H; ++hh) rmsnorm(q, ly.qn, hh * D, D, eps);
         for (int64_t hh = 0; hh < HKV; ++hh) rmsnorm(k, ly.kn, hh * D, D, eps);
       }
-      rope(q, H, D, static_cast<int>(t), base);
-      rope(k, HKV, D, static_cast<int>(t), base);
+      rope(q, H, D, static_cast<int>(t), rr);
+      rope(k, HKV, D, static_cast<int>(t), rr);
       kcache[l].insert(kcache[l].end(), k.begin(), k.end());
       vcache[l].insert(vcache[l].end(), v.begin(), v.end());
       std::vector<float> att(static_cast<size_t>(H * D), 0.0f);

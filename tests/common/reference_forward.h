@@ -1,4 +1,4 @@
-// A scalar reference forward pass for Qwen2/Qwen3 GGUF models, written llama2.c-style (plain loops,
+// A scalar reference forward pass for Qwen2/Qwen3/llama GGUF models, written llama2.c-style (plain loops,
 // weights dequantized to f32, attention over the causal prefix). It shares no code with the graph path,
 // so the engine's logits can be checked against it.
 #pragma once

@@ -99,6 +99,34 @@ TEST(KvCache, ShiftReRotatesKeys) {
   }
 }
 
+// llama's normal pairing with llama3 frequency factors: dims 0 and 1 rotate together, pair 1 (dims 2, 3) by
+// delta * base^(-2/32) * freq_scale / factor_1.
+TEST(KvCache, ShiftReRotatesKeysWithNormalPairsAndFactors) {
+  auto kv = make(4, DType::F32);
+  auto cells = kv->allocate(std::vector<SeqId>{0}, std::vector<int32_t>{0});
+  ASSERT_TRUE(cells.ok());
+  std::vector<float> row(64, 0.0f);
+  row[0] = 1.0f;
+  row[2] = 1.0f;
+  auto* k = reinterpret_cast<float*>(static_cast<uint8_t*>(kv->views()[0].k) +
+                                     static_cast<size_t>((*cells)[0]) * kv->views()[0].row_bytes);
+  std::memcpy(k, row.data(), 64 * sizeof(float));
+  RopeParams rope{32, 2, 32, 10000.0f};
+  rope.neox = false;
+  rope.freq_scale = 0.5f;
+  rope.freq_factors.assign(16, 1.0f);
+  rope.freq_factors[1] = 4.0f;
+  ASSERT_TRUE(kv->seq_add(0, 0, -1, 3, rope).ok());
+  const float theta1 = 0.5f * (3.0f * std::pow(10000.0f, -2.0f / 32.0f) / 4.0f);
+  EXPECT_NEAR(k[0], std::cos(1.5f), 1e-6f);
+  EXPECT_NEAR(k[1], std::sin(1.5f), 1e-6f);
+  EXPECT_NEAR(k[2], std::cos(theta1), 1e-6f);
+  EXPECT_NEAR(k[3], std::sin(theta1), 1e-6f);
+  EXPECT_EQ(k[16], 0.0f);  // NEOX would have written the partner of dim 0 here
+  rope.freq_factors.resize(3);
+  EXPECT_FALSE(kv->seq_add(0, 0, -1, 1, rope).ok());  // factors must cover n_rot / 2 pairs
+}
+
 TEST(KvCache, RefusesUnsupportedTypes) {
   backend::CpuBackend cpu;
   KvConfig c{2, 8, 64, DType::Q4_0};

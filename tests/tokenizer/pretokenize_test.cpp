@@ -39,6 +39,16 @@ TEST(PretokenizeTest, HandCheckedQwen2) {
   EXPECT_EQ(split("\xe4\xb8\xad\xe6\x96\x87 ok"), (Words{"\xe4\xb8\xad\xe6\x96\x87", " ok"}));
 }
 
+// llama3 (llama-bpe): numbers in runs of at most three digits, the rest as qwen2.
+TEST(PretokenizeTest, Llama3GroupsDigitsByThree) {
+  EXPECT_EQ(split("12345", PreTokenizer::kLlama3), (Words{"123", "45"}));
+  EXPECT_EQ(split("a1234567b", PreTokenizer::kLlama3), (Words{"a", "123", "456", "7", "b"}));
+  EXPECT_EQ(split("I'm 42!", PreTokenizer::kLlama3), (Words{"I", "'m", " ", "42", "!"}));
+  EXPECT_EQ(split("Hello world", PreTokenizer::kLlama3), (Words{"Hello", " world"}));
+  EXPECT_EQ(*pre_tokenizer_from_name("llama-bpe"), PreTokenizer::kLlama3);
+  EXPECT_EQ(pre_tokenizer_name(PreTokenizer::kLlama3), "llama-bpe");
+}
+
 TEST(PretokenizeTest, MarksJoinLettersOnlyInQwen35) {
   const std::string cafe = "cafe\xcc\x81s";  // e + U+0301
   EXPECT_EQ(split(cafe, PreTokenizer::kQwen2), (Words{"cafe", "\xcc\x81s"}));

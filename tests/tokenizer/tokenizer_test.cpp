@@ -185,5 +185,40 @@ TEST(TokenizerTest, ConcurrentEncodesAgree) {
   EXPECT_EQ(ok, std::vector<int>(4, 1));
 }
 
+// llama.cpp's ignore_merges for llama3: a pre-token that is itself a token is that token even when no merge
+// path builds it ("xyz", "123" here); without it (qwen2) such words fall back to their bytes. The llama3
+// pre-tokenizer also adds BOS unless tokenizer.ggml.add_bos_token says otherwise. llama.cpp (../shared/peer
+// `tokenize`, on tiny-llama's vocabulary with these four tokens added and pre = llama-bpe) gives the same
+// ids: "xyz 12345" -> xyz, ' ', 123, '4', '5'; "Hello world" -> Hello, " world"; "a1234567b" -> a, 123, 4, 5,
+// 6, 7, b (no 456 token, so its bytes).
+TEST(TokenizerTest, Llama3IgnoresMergesForWholeTokens) {
+  for (const char* pre : {"llama-bpe", "qwen2"}) {
+    tok_test::TinyOptions o;
+    o.pre = pre;
+    gguf::Metadata m = tok_test::tiny_metadata(o);
+    std::vector<std::string> tokens = *m.get_string_array("tokenizer.ggml.tokens");
+    const auto xyz = static_cast<int32_t>(tokens.size());
+    tokens.push_back("xyz");
+    tokens.push_back("123");
+    tokens.push_back("Hello");
+    tokens.push_back(tok_test::byte_str(' ') + "world");
+    m.set("tokenizer.ggml.tokens", gguf::Value::array(gguf::Array::of_strings(tokens)));
+    m.erase("tokenizer.ggml.token_type");
+    m.erase("tokenizer.ggml.add_bos_token");
+    auto tok = Tokenizer::from_gguf(m);
+    ASSERT_TRUE(tok.ok()) << tok.status().message();
+    const std::vector<int32_t> ids = tok->encode("xyz 12345", false);
+    if (std::string(pre) == "llama-bpe") {
+      EXPECT_EQ(ids, (std::vector<int32_t>{xyz, ' ', xyz + 1, '4', '5'}));
+      EXPECT_EQ(tok->encode("Hello world", false), (std::vector<int32_t>{xyz + 2, xyz + 3}));
+      EXPECT_EQ(tok->encode("a1234567b", false), (std::vector<int32_t>{'a', xyz + 1, '4', '5', '6', '7', 'b'}));
+      EXPECT_TRUE(tok->add_bos());
+    } else {
+      EXPECT_EQ(ids, tok_test::byte_ids("xyz 12345"));
+      EXPECT_FALSE(tok->add_bos());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace minfer::tokenizer

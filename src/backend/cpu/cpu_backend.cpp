@@ -137,10 +137,13 @@ Status CpuBackend::execute(const Graph& graph, NodeId id, std::span<void* const>
     }
     case OpKind::kSilu: cpu::silu(f32(0), node.n_elements(), out, pool); return {};
     case OpKind::kSwiGlu: cpu::swiglu(f32(0), f32(1), node.n_elements(), out, pool); return {};
-    case OpKind::kRope:
-      cpu::rope_neox(f32(0), node.ne[0], node.ne[1], node.ne[2], ids(1), node.params.n_rot, node.params.rope_freq_base,
-                     out, pool);
+    case OpKind::kRope: {
+      const cpu::RopeSpec spec{node.params.n_rot, node.params.rope_freq_base, node.params.rope_freq_scale,
+                               node.params.rope_mode == graph::RopeMode::kNeox,
+                               node.src.size() > 2 ? f32(2) : nullptr};
+      cpu::rope(f32(0), node.ne[0], node.ne[1], node.ne[2], ids(1), spec, out, pool);
       return {};
+    }
     case OpKind::kKvStore:
     case OpKind::kAttention: {
       const int32_t layer = node.params.layer;

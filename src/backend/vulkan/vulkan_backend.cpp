@@ -130,9 +130,10 @@ bool VulkanBackend::supports_op(const Graph& graph, const Node& node) const {
              (src(1).op != OpKind::kWeight || weights_.count(src(1).name) > 0);
     case OpKind::kSilu:
       return src(0).type == DType::F32;
-    case OpKind::kRope:
+    case OpKind::kRope:  // rope.comp: NEOX pairs, unscaled, no frequency factors (llama's modes are not yet)
       return src(0).type == DType::F32 && node.params.n_rot > 0 && node.params.n_rot % 2 == 0 &&
-             node.params.n_rot <= node.ne[0];
+             node.params.n_rot <= node.ne[0] && node.params.rope_mode == graph::RopeMode::kNeox &&
+             node.params.rope_freq_scale == 1.0f && node.src.size() == 2;
     case OpKind::kReshape:
       return true;
     case OpKind::kInput:

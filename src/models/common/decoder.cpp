@@ -1,5 +1,7 @@
 #include "models/common/decoder.h"
 
+#include <cmath>
+#include <cstring>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -54,12 +56,43 @@ Result<HParams> read_hparams(const gguf::File& file, const std::string& arch) {
   MINFER_ASSIGN_OR_RETURN(hp.rms_eps, m.get_f32(arch + ".attention.layer_norm_rms_epsilon"));
   if (m.contains(arch + ".rope.scaling.type")) {
     MINFER_ASSIGN_OR_RETURN(std::string scaling, m.get_string(arch + ".rope.scaling.type"));
-    if (scaling != "none") return unsupported("model: rope scaling '{}' is not supported", scaling);
+    if (scaling != "none" && scaling != "linear") {
+      return unsupported("model: rope scaling '{}' is not supported (supported: none, linear, llama3 rope_freqs)",
+                         scaling);
+    }
   }
+  float factor = 0.0f;  // llama.cpp: rope.scaling.factor, else the older rope.scale_linear; 0 = none
+  for (const char* key : {".rope.scaling.factor", ".rope.scale_linear"}) {
+    if (m.contains(arch + key)) {
+      MINFER_ASSIGN_OR_RETURN(factor, m.get_f32(arch + key));
+      break;
+    }
+  }
+  if (factor < 0.0f || !std::isfinite(factor)) return invalid_argument("model: rope scaling factor {} invalid", factor);
+  hp.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) return not_found("model: missing tensor 'token_embd.weight'");
   hp.n_vocab = static_cast<int32_t>(embd->ne[1]);
   return hp;
+}
+
+Status read_rope_freqs(const gguf::File& file, HParams* hp) {
+  const gguf::TensorInfo* t = file.find_tensor("rope_freqs.weight");
+  if (t == nullptr) return {};
+  const graph::Shape want = {hp->n_rot / 2, 1, 1, 1};
+  if (t->ne != want) {
+    return invalid_argument("model: tensor 'rope_freqs.weight' has shape [{}], expected [{}]", fmt::join(t->ne, ", "),
+                            fmt::join(want, ", "));
+  }
+  if (t->type != DType::F32) {
+    return unsupported("model: tensor 'rope_freqs.weight' has type {}, expected f32", dtype_name(t->type));
+  }
+  hp->rope_freq_factors.resize(static_cast<size_t>(hp->n_rot / 2));
+  std::memcpy(hp->rope_freq_factors.data(), t->data, hp->rope_freq_factors.size() * sizeof(float));
+  for (float f : hp->rope_freq_factors) {
+    if (!(f > 0.0f) || !std::isfinite(f)) return invalid_argument("model: rope_freqs.weight holds {}", f);
+  }
+  return {};
 }
 
 Result<std::vector<backend::WeightSource>> collect_weights(const gguf::File& file, const HParams& hp,
@@ -83,6 +116,9 @@ Result<std::vector<backend::WeightSource>> collect_weights(const gguf::File& fil
   MINFER_RETURN_IF_ERROR(need("output_norm.weight", {E, 1, 1, 1}).status());
   MINFER_ASSIGN_OR_RETURN(bool has_output, need("output.weight", {E, V, 1, 1}, /*optional=*/true));
   *tied_output = !has_output;
+  if (!hp.rope_freq_factors.empty()) {
+    MINFER_RETURN_IF_ERROR(need("rope_freqs.weight", {hp.n_rot / 2, 1, 1, 1}).status());
+  }
   for (int32_t l = 0; l < hp.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     MINFER_RETURN_IF_ERROR(need(p + "attn_norm.weight", {E, 1, 1, 1}).status());
@@ -123,6 +159,8 @@ graph::Graph build_decoder_graph(const HParams& hp, const DecoderOptions& option
   const bool select_rows = params.n_outputs != params.n_tokens;
   const NodeId out_rows = select_rows ? b.input(InputKind::kOutputRows, params.n_outputs) : graph::kNoNode;
 
+  const graph::RopeMode rope_mode = hp.rope_normal ? graph::RopeMode::kNormal : graph::RopeMode::kNeox;
+  const NodeId freq_factors = hp.rope_freq_factors.empty() ? graph::kNoNode : W("rope_freqs.weight");
   NodeId inp = b.named(b.get_rows(W("token_embd.weight"), tokens), "inp_embd");
   for (int32_t l = 0; l < hp.n_layer; ++l) {
     b.set_layer(l);
@@ -142,8 +180,10 @@ graph::Graph build_decoder_graph(const HParams& hp, const DecoderOptions& option
       q = b.named(b.rms_norm(q, W(p + "attn_q_norm.weight"), hp.rms_eps), p + "q_norm");
       k = b.named(b.rms_norm(k, W(p + "attn_k_norm.weight"), hp.rms_eps), p + "k_norm");
     }
-    q = b.named(b.rope(q, positions, hp.n_rot, hp.rope_freq_base), p + "q_rope");
-    k = b.named(b.rope(k, positions, hp.n_rot, hp.rope_freq_base), p + "k_rope");
+    q = b.named(b.rope(q, positions, hp.n_rot, hp.rope_freq_base, rope_mode, hp.rope_freq_scale, freq_factors),
+                p + "q_rope");
+    k = b.named(b.rope(k, positions, hp.n_rot, hp.rope_freq_base, rope_mode, hp.rope_freq_scale, freq_factors),
+                p + "k_rope");
     const NodeId store = b.named(b.kv_store(l, k, v), p + "kv_store");
     cur = b.named(b.attention(l, q, store, hp.n_head, hp.n_head_kv, hd), p + "attn");
     if (l == hp.n_layer - 1 && select_rows) {  // only the output rows matter after the last attention

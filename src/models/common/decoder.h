@@ -1,6 +1,7 @@
-// The Qwen-family decoder block shared by qwen2 and qwen3: RMSNorm, GQA attention with NEOX RoPE,
-// SwiGLU FFN, residuals; options select q/k/v biases (qwen2) or per-head Q/K RMSNorm (qwen3).
-// Also the GGUF plumbing both loaders share: hyperparameter keys and checked tensor lookup.
+// The pre-norm decoder block shared by qwen2, qwen3 and llama: RMSNorm, GQA attention with RoPE, SwiGLU FFN,
+// residuals; options select q/k/v biases (qwen2), per-head Q/K RMSNorm (qwen3) and the rope pairing
+// (NEOX for Qwen, normal for llama, with llama3 frequency factors when the file has rope_freqs.weight).
+// Also the GGUF plumbing the loaders share: hyperparameter keys and checked tensor lookup.
 #pragma once
 
 #include <string>
@@ -15,8 +16,15 @@ struct DecoderOptions {
   bool qk_norm = false;   // attn_{q,k}_norm.weight, RMSNorm per head before RoPE
 };
 
-// Reads `<arch>.*` hyperparameters; a missing required key is an error naming it.
+// Reads `<arch>.*` hyperparameters; a missing required key is an error naming it. RoPE scaling as llama.cpp
+// reads it: rope.scaling.type none or linear (rope.scaling.factor, or the older rope.scale_linear, divides
+// the angles whenever present); any other type is refused by name.
 Result<HParams> read_hparams(const gguf::File& file, const std::string& arch);
+
+// llama3-type RoPE scaling: copies rope_freqs.weight (F32, n_rot/2 values, each > 0) into
+// hp->rope_freq_factors when the file has it; collect_weights then registers it and the graph divides each
+// pair's angle by its factor.
+Status read_rope_freqs(const gguf::File& file, HParams* hp);
 
 // Collects the tensors a decoder with these options needs, checking each exists with its expected shape.
 // output.weight is optional (tied to token_embd when absent).

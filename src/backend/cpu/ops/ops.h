@@ -29,13 +29,21 @@ void mul(const float* a, const float* b, int64_t d, int64_t rows, bool broadcast
 void silu(const float* x, int64_t n, float* y, ThreadPool& pool);
 void swiglu(const float* g, const float* u, int64_t n, float* y, ThreadPool& pool);
 inline constexpr int32_t kMaxRopeDims = 1024;
+// Rotary parameters as llama.cpp's ggml_rope_ext takes them (no YaRN): pair i turns by
+// theta_i = freq_scale * (pos * base^(-2i/n_rot) / freq_factors[i]).
+struct RopeSpec {
+  int32_t n_rot = 0;
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;
+  bool neox = true;                     // NEOX pairs (i, i + n_rot/2); false: normal pairs (2i, 2i + 1)
+  const float* freq_factors = nullptr;  // n_rot/2 divisors (llama3 rope_freqs), or none
+};
 // One token's heads ({head_dim, n_head}) rotated to position `pos`; x may equal y. Also re-rotates cached K
 // when a sequence's positions shift (rotations compose: rotating by delta moves pos to pos + delta).
-void rope_neox_token(const float* x, int64_t head_dim, int64_t n_head, int32_t pos, int32_t n_rot, float freq_base,
-                     float* y);
-// x: {head_dim, n_head, n_tokens}; rotates the first n_rot dims of each head in NEOX pairs (i, i + n_rot/2).
-void rope_neox(const float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, const int32_t* positions,
-               int32_t n_rot, float freq_base, float* y, ThreadPool& pool);
+void rope_token(const float* x, int64_t head_dim, int64_t n_head, int32_t pos, const RopeSpec& spec, float* y);
+// x: {head_dim, n_head, n_tokens}; rotates the first n_rot dims of each head.
+void rope(const float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, const int32_t* positions,
+          const RopeSpec& spec, float* y, ThreadPool& pool);
 // Writes K/V rows (n_tokens rows of kv.row_elems floats) into cells, converting to the cache type.
 void kv_store(const KvLayerView& kv, const float* k, const float* v, const int32_t* cells, int64_t n_tokens,
               ThreadPool& pool);

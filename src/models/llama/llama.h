@@ -1,0 +1,8 @@
+// llama architecture loader (registered in models/registry.cpp).
+#pragma once
+
+#include "models/model.h"
+
+namespace minfer::models {
+Result<std::unique_ptr<Model>> load_llama(const gguf::File& file);
+}

@@ -1,0 +1,135 @@
+// The llama architecture on tiny generated models: RoPE scaling as llama.cpp reads it (rope.scaling.type
+// none/linear with rope.scaling.factor, llama3 rope_freqs.weight) against the scalar reference, batch
+// invariance with normal-pair RoPE, and the loud refusals (mixture of experts, other scaling types, a
+// malformed rope_freqs tensor). Parity with llama.cpp itself is tests/parity/llama_parity_test.cpp.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "common/reference_forward.h"
+#include "engine/engine.h"
+#include "gguf/writer.h"
+#include "tiny_model.h"
+
+namespace minfer::engine {
+namespace {
+
+// tiny-llama rewritten with extra metadata and, when `freqs` is set, rope_freqs.weight replaced by it.
+std::string rewrite(const std::string& name, const std::vector<std::pair<std::string, gguf::Value>>& extra,
+                    const std::vector<float>* freqs = nullptr) {
+  auto file = gguf::File::open(test::write_tiny_model("tiny-llama"));
+  EXPECT_TRUE(file.ok());
+  gguf::Writer w;
+  w.metadata() = file->metadata();
+  for (const auto& [k, v] : extra) w.metadata().set(k, v);
+  for (const auto& t : file->tensors()) {
+    std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
+    if (t.name == "rope_freqs.weight" && freqs != nullptr) {
+      std::vector<uint8_t> bytes(freqs->size() * sizeof(float));
+      std::memcpy(bytes.data(), freqs->data(), bytes.size());
+      EXPECT_TRUE(w.add_tensor(t.name, DType::F32, {static_cast<int64_t>(freqs->size())}, std::move(bytes)).ok());
+      continue;
+    }
+    EXPECT_TRUE(w.add_tensor(t.name, t.type, ne, std::span<const uint8_t>(t.data, t.n_bytes)).ok());
+  }
+  const std::string out = test::temp_dir() + "/llama-" + name + ".gguf";
+  EXPECT_TRUE(w.write(out).ok());
+  return out;
+}
+
+Result<std::unique_ptr<Engine>> load(const std::string& path, int32_t n_batch = 512, int32_t threads = 2) {
+  EngineOptions o;
+  o.n_ctx = 256;
+  o.cache_type = DType::F32;
+  o.n_batch = n_batch;
+  o.n_threads = threads;
+  return Engine::load(path, o);
+}
+
+std::vector<int32_t> tokens() { return test::prompt_of(11, 4); }
+
+std::vector<float> prefill(Engine& e, const std::vector<int32_t>& toks) {
+  Batch b;
+  for (size_t i = 0; i < toks.size(); ++i) b.add(toks[i], static_cast<int32_t>(i), 0, true);
+  auto r = e.decode(b);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : std::vector<float>();
+}
+
+double max_diff_to_reference(Engine& e) {
+  const auto toks = tokens();
+  const std::vector<float> got = prefill(e, toks);
+  const auto want = test::reference_forward(e.file(), toks);
+  const auto nv = static_cast<size_t>(e.n_vocab());
+  double m = 0;
+  for (size_t t = 0; t < toks.size(); ++t) {
+    for (size_t v = 0; v < nv; ++v) m = std::max(m, std::abs(static_cast<double>(got[t * nv + v]) - want[t][v]));
+  }
+  return m;
+}
+
+// Linear scaling divides every angle by rope.scaling.factor (llama.cpp: freq_scale = 1 / factor); with the
+// llama3 factors on top. Tolerance as EngineReference (f32 arithmetic through 2 layers, ~1e-5 observed).
+TEST(LlamaModel, LinearRopeScalingMatchesTheReference) {
+  const std::string path =
+      rewrite("linear", {{"llama.rope.scaling.type", gguf::Value::string("linear")},
+                         {"llama.rope.scaling.factor", gguf::Value::f32(4.0f)}});
+  auto e = load(path);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_EQ((*e)->hparams().rope_freq_scale, 0.25f);
+  EXPECT_EQ((*e)->hparams().rope_freq_factors.size(), 8u);
+  EXPECT_LT(max_diff_to_reference(**e), 2e-3);
+  // The scaling changes the logits: the test could fail if the factor were ignored.
+  auto plain = load(test::write_tiny_model("tiny-llama"));
+  ASSERT_TRUE(plain.ok());
+  (*e)->kv().clear();
+  const auto a = prefill(**e, tokens()), b = prefill(**plain, tokens());
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(static_cast<double>(a[i]) - b[i]));
+  EXPECT_GT(d, 0.01);
+}
+
+TEST(LlamaModel, PrefillChunksAndTokenByTokenAreBitwiseEqual) {
+  const std::string path = test::write_tiny_model("tiny-llama");
+  auto whole = load(path);
+  ASSERT_TRUE(whole.ok());
+  const std::vector<float> ref = prefill(**whole, tokens());
+  auto chunked = load(path, /*n_batch=*/3);
+  ASSERT_TRUE(chunked.ok());
+  EXPECT_EQ(prefill(**chunked, tokens()), ref);
+  auto single = load(path, 512, /*threads=*/1);
+  ASSERT_TRUE(single.ok());
+  std::vector<float> stepwise;
+  const auto toks = tokens();
+  for (size_t i = 0; i < toks.size(); ++i) {
+    Batch b;
+    b.add(toks[i], static_cast<int32_t>(i), 0, true);
+    auto r = (*single)->decode(b);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    stepwise.insert(stepwise.end(), r->begin(), r->end());
+  }
+  EXPECT_EQ(stepwise, ref);
+}
+
+TEST(LlamaModel, RefusesWhatItDoesNotRun) {
+  auto yarn = load(rewrite("yarn", {{"llama.rope.scaling.type", gguf::Value::string("yarn")}}));
+  ASSERT_FALSE(yarn.ok());
+  EXPECT_EQ(yarn.status().message(),
+            "model: rope scaling 'yarn' is not supported (supported: none, linear, llama3 rope_freqs)");
+  auto moe = load(rewrite("moe", {{"llama.expert_count", gguf::Value::u32(8)}}));
+  ASSERT_FALSE(moe.ok());
+  EXPECT_EQ(moe.status().message(),
+            "model: llama with 8 experts (Mixtral-style mixture of experts) is not supported");
+  const std::vector<float> short_freqs(3, 1.0f);
+  auto bad_shape = load(rewrite("freqs-shape", {}, &short_freqs));
+  ASSERT_FALSE(bad_shape.ok());
+  EXPECT_EQ(bad_shape.status().message(), "model: tensor 'rope_freqs.weight' has shape [3, 1, 1, 1], expected [8, 1, 1, 1]");
+  std::vector<float> zero_freqs(8, 1.0f);
+  zero_freqs[5] = 0.0f;
+  auto zero = load(rewrite("freqs-zero", {}, &zero_freqs));
+  ASSERT_FALSE(zero.ok());
+  EXPECT_EQ(zero.status().message(), "model: rope_freqs.weight holds 0");
+}
+
+}  // namespace
+}  // namespace minfer::engine
