@@ -156,15 +156,15 @@ Result<SyntheticShape> synthetic_preset(const std::string& name) {
     return s;
   }
   if (name == "llama-3.2-1b") {
-    s = {"llama", 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f, 1e-5f, true, 32.0f};
+    s = {"llama", 2048, 16, 32, 8, 64, 8192, 131072, 500000.0f, 1e-5f, true, -1, 32.0f};
     return s;
   }
   if (name == "llama-3.1-8b") {
-    s = {"llama", 4096, 32, 32, 8, 128, 14336, 131072, 500000.0f, 1e-5f, false, 8.0f};
+    s = {"llama", 4096, 32, 32, 8, 128, 14336, 131072, 500000.0f, 1e-5f, false, -1, 8.0f};
     return s;
   }
   if (name == "mistral-7b") {
-    s = {"llama", 4096, 32, 32, 8, 128, 14336, 32768, 1e6f, 1e-5f, false, 0.0f};
+    s = {"llama", 4096, 32, 32, 8, 128, 14336, 32768, 1e6f, 1e-5f, false, -1, 0.0f};
     return s;
   }
   if (name == "qwen2.5-0.5b") {

@@ -124,7 +124,7 @@ std::string model_bytes(int seed = 5) {
   o.shape.n_ctx_train = 8192;
   o.seed = static_cast<uint64_t>(seed);
   auto w = tools::make_synthetic_model(o);
-  EXPECT_TRUE(w.ok());
+  EXPECT_TRUE(w.ok()) << w.status().message();
   auto bytes = w->to_bytes();
   EXPECT_TRUE(bytes.ok());
   return std::string(bytes->begin(), bytes->end());
@@ -136,8 +136,9 @@ void write(const std::string& path, const std::string& bytes) {
 
 class ModelArgTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new std::string(test::temp_dir() + "/model-arg");
+  // The model and its cache entry are written once, by the first test's SetUp: a failure there fails that
+  // test (in SetUpTestSuite, GoogleTest would report every test as skipped, and ctest would pass them).
+  static void write_suite_files() {
     fs::remove_all(*dir_);
     fs::create_directories(*dir_);
     write(model(), model_bytes());
@@ -156,6 +157,15 @@ class ModelArgTest : public ::testing::Test {
     e.size = fs::file_size(e.path());
     ASSERT_TRUE(hub::write_entry(e).ok());
   }
+  void SetUp() override {
+    static bool written = false;
+    if (!written) {
+      write_suite_files();
+      if (HasFatalFailure()) return;
+      written = true;
+    }
+  }
+  static void SetUpTestSuite() { dir_ = new std::string(test::temp_dir() + "/model-arg"); }
   static void TearDownTestSuite() {
     delete dir_;
     dir_ = nullptr;
@@ -379,6 +389,8 @@ TEST_F(ModelArgTest, TheContextGrowsToFitALongPromptUnlessMinusCIsGiven) {
 class HubFormsTest : public ModelArgTest {
  protected:
   void SetUp() override {
+    ModelArgTest::SetUp();
+    if (HasFatalFailure()) return;
     hub_cache_ = *dir_ + "/hub-cache";
     fs::remove_all(hub_cache_);
     env_ = {"MINFER_CACHE=" + hub_cache_, "HF_ENDPOINT=" + mirror_.url(), "MINFER_OLLAMA_REGISTRY=" + mirror_.url(),
