@@ -1,11 +1,14 @@
 // Ending choices and requests. Every request ends with exactly one kFinished event, whatever ends it:
 // its last choice finishing, an error (its other slots are released at once), its client cancelling, or
-// the batcher stopping. The counters move before kFinished so a requester that saw it also sees them.
+// the batcher stopping. The counters, the queue length and the published KV occupancy move before the
+// terminal events, so a requester that saw its end also sees it in stats().
 // Each end logs the request's one info line (log_request): what an operator needs to explain its latency.
 #include "engine/batcher_worker.h"
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
+#include <vector>
 
 #include <fmt/ranges.h>
 
@@ -75,6 +78,7 @@ void Batcher::Impl::complete_job(Job& job) {
     std::lock_guard<std::mutex> lock(mu);
     --jobs_active;
   }
+  publish_occupancy();
   BatchEvent ev;
   ev.kind = BatchEvent::Kind::kFinished;
   ev.usage = job.usage;
@@ -82,8 +86,8 @@ void Batcher::Impl::complete_job(Job& job) {
   idle_cv.notify_all();
 }
 
-void Batcher::Impl::fail_job(std::shared_ptr<Job> job, const Status& status) {
-  if (!job) return;
+// Bookkeeping of a failed request: its slots, the counters and the log line. No event yet.
+void Batcher::Impl::retire_failed(std::shared_ptr<Job> job, const Status& status) {
   bool admitted = false;
   for (int32_t si : job->slots) {
     Slot& s = slots[static_cast<size_t>(si)];
@@ -101,14 +105,24 @@ void Batcher::Impl::fail_job(std::shared_ptr<Job> job, const Status& status) {
   ++progress;
   failed.fetch_add(1);
   log_request(*job, fmt::format("failed ({})", status.message()));
+}
+
+void Batcher::Impl::send_failure(Job& job, const Status& status) {
   BatchEvent err;
   err.kind = BatchEvent::Kind::kError;
   err.error = status;
-  job->handle->push(std::move(err));
+  job.handle->push(std::move(err));
   BatchEvent fin;
   fin.kind = BatchEvent::Kind::kFinished;
-  fin.usage = job->usage;
-  job->handle->push(std::move(fin));
+  fin.usage = job.usage;
+  job.handle->push(std::move(fin));
+}
+
+void Batcher::Impl::fail_job(std::shared_ptr<Job> job, const Status& status) {
+  if (!job) return;
+  retire_failed(job, status);
+  publish_occupancy();
+  send_failure(*job, status);
   idle_cv.notify_all();
 }
 
@@ -124,17 +138,18 @@ void Batcher::Impl::reap_cancelled() {
       std::lock_guard<std::mutex> lock(mu);
       --jobs_active;
     }
+    publish_occupancy();
     job->handle->push({.kind = BatchEvent::Kind::kFinished});
     idle_cv.notify_all();
   }
 }
 
-int64_t Batcher::Impl::abort_everything(const Status& why) {
-  int64_t n = 0;
+int64_t Batcher::Impl::abort_everything(const Status& why, bool shutting_down) {
+  std::vector<std::shared_ptr<Job>> ended;
   for (Slot& s : slots) {
     if (!s.job) continue;
-    fail_job(s.job, why);
-    ++n;
+    ended.push_back(s.job);
+    retire_failed(s.job, why);  // releases every slot of the job, so it is met once
   }
   std::deque<std::shared_ptr<Job>> waiting;
   {
@@ -142,17 +157,20 @@ int64_t Batcher::Impl::abort_everything(const Status& why) {
     waiting.swap(queue);
     for (const auto& job : waiting) claimed_slots -= job->req.n_choices;
   }
-  for (const auto& job : waiting) {
-    BatchEvent err;
-    err.kind = BatchEvent::Kind::kError;
-    err.error = why;
-    job->handle->push(std::move(err));
-    job->handle->push({.kind = BatchEvent::Kind::kFinished});
+  queue_len.store(0);
+  for (auto& job : waiting) {
     failed.fetch_add(1);
     log_request(*job, fmt::format("failed in the queue ({})", why.message()));
-    ++n;
+    ended.push_back(std::move(job));
   }
-  queue_len.store(0);
+  const auto n = static_cast<int64_t>(ended.size());
+  if (shutting_down) {
+    std::lock_guard<std::mutex> lock(mu);
+    aborted += n;
+  }
+  publish_occupancy();
+  for (const auto& job : ended) send_failure(*job, why);
+  idle_cv.notify_all();
   return n;
 }
 

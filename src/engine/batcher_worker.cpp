@@ -32,12 +32,7 @@ void Batcher::Impl::run() {
       if (!abort) admit_locked();
     }
     if (abort) {
-      const int64_t n = abort_everything(unavailable("the server is shutting down (drain deadline passed)"));
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        aborted += n;
-      }
-      idle_cv.notify_all();
+      abort_everything(unavailable("the server is shutting down (drain deadline passed)"), true);
       continue;
     }
     if (save_promise != nullptr) save_promise->set_value(save_now(save_path));
@@ -65,12 +60,7 @@ void Batcher::Impl::run() {
       if (!queue.empty() && jobs_active == 0) cv.wait_for(lock, std::chrono::milliseconds(5));
     }
   }
-  const int64_t n = abort_everything(unavailable("the server is shutting down"));
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    aborted += n;
-  }
-  idle_cv.notify_all();
+  abort_everything(unavailable("the server is shutting down"), true);
 }
 
 void Batcher::Impl::stalled_now() {
@@ -83,9 +73,8 @@ void Batcher::Impl::stalled_now() {
     if (s.job) drop_cache(s);
   }
   abort_everything(error(StatusCode::kInternal, "the worker stalled: {} steps in a row made no progress",
-                         kStallStepLimit));
-  publish_occupancy();
-  idle_cv.notify_all();
+                         kStallStepLimit),
+                   false);
 }
 
 }  // namespace minfer::engine

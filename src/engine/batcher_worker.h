@@ -127,7 +127,10 @@ struct Batcher::Impl {
   void complete_job(Job& job);
   void fail_job(std::shared_ptr<Job> job, const Status& status);  // by value: it resets the slots holding it
   void reap_cancelled();
-  int64_t abort_everything(const Status& why);                       // returns how many requests it answered
+  void retire_failed(std::shared_ptr<Job> job, const Status& status);  // by value, as fail_job; no event
+  void send_failure(Job& job, const Status& status);                         // kError then kFinished
+  // Answers every admitted and queued request with `why`; shutting_down also counts them as aborted.
+  int64_t abort_everything(const Status& why, bool shutting_down);  // returns how many it answered
   void log_request(const Job& job, std::string_view outcome) const;  // the one info line per request
 
   // batcher_cells.cpp
