@@ -3,7 +3,7 @@
 // MINFER_NO_AVX512=1, MINFER_NO_AVX2=1.
 #include <array>
 #include <cstdlib>
-#include <cstring>
+#include <iterator>
 #include <mutex>
 #include <string>
 
@@ -107,23 +107,23 @@ bool compiled_in(Isa isa) {
 // Levels from the widest down: the first available one is the default.
 constexpr Isa kByPreference[] = {Isa::kAvx512, Isa::kAvxVnni, Isa::kAvx2, Isa::kNeon, Isa::kGeneric};
 
+// The first available level at position `from` or later in kByPreference.
+Isa first_available_from(size_t from) {
+  for (size_t i = from; i < std::size(kByPreference); ++i) {
+    if (isa_available(kByPreference[i])) return kByPreference[i];
+  }
+  return Isa::kGeneric;
+}
+
 Isa widest_below(Isa top) {
-  bool below = false;
-  for (Isa isa : kByPreference) {
-    below = below || isa == top;
-    if (below && isa != top && isa_available(isa)) return isa;
+  for (size_t i = 0; i < std::size(kByPreference); ++i) {
+    if (kByPreference[i] == top) return first_available_from(i + 1);
   }
   return Isa::kGeneric;
 }
 
 Isa compute_detected() {
-  Isa isa = Isa::kGeneric;
-  for (Isa i : kByPreference) {
-    if (isa_available(i)) {
-      isa = i;
-      break;
-    }
-  }
+  Isa isa = first_available_from(0);
   if (const char* forced = std::getenv("MINFER_CPU_ISA"); forced != nullptr && forced[0] != '\0') {
     const std::string s = forced;
     bool known = false;
