@@ -4,6 +4,12 @@ models (../shared/fixtures/models) and tests/parity/perplexity/text.txt, compute
 per-token log-softmax (../shared/peer: `logits --tokens ... --all`), with llama-perplexity's definitions.
 
     python3 tests/parity/perplexity/make_refs.py ../shared/peer/llamacpp-peer.mjs [../shared/fixtures]
+    python3 tests/parity/perplexity/make_refs.py --live build/release/src/cli/minfer ../shared/peer/llamacpp-peer.mjs
+
+--live compares instead of recording: it generates a tiny random-weight model (f32) and its q8_0 with
+`minfer make-model`, runs `minfer perplexity` on both (the f32 one writing a base file, the q8_0 one against
+it) and checks PPL and KLD against the same computation from the peer, run now (tests/parity/perplexity/
+live_peer_test.sh runs it under ctest when the peer is installed).
 
 Definitions (tools/perplexity/perplexity.cpp in llama.cpp): the text is tokenized once as llama-perplexity
 does (no special-token parsing, BOS only if the GGUF asks: these models do not); chunks of N_CTX tokens, each
@@ -50,14 +56,14 @@ def peer_logsoftmax(p, model, ids, tmp):
     return [a[i * nv:(i + 1) * nv] for i in range(len(a) // nv)]
 
 
-def scored_rows(p, model, tokens, n_chunk, tmp):
+def scored_rows(p, model, tokens, n_chunk, tmp, n_ctx=N_CTX):
     """Per chunk: the log-softmax rows of positions first..n_ctx-2 and the tokens they predict."""
-    first = N_CTX // 2
+    first = n_ctx // 2
     out = []
     for c in range(n_chunk):
-        chunk = tokens[c * N_CTX:(c + 1) * N_CTX]
+        chunk = tokens[c * n_ctx:(c + 1) * n_ctx]
         rows = peer_logsoftmax(p, model, chunk, tmp)
-        out.append([(rows[j], chunk[j + 1]) for j in range(first, N_CTX - 1)])
+        out.append([(rows[j], chunk[j + 1]) for j in range(first, n_ctx - 1)])
     return out
 
 
@@ -125,7 +131,57 @@ def kld_stats(base, other):
             "rms_p_diff": math.sqrt(mse), "same_top_p": same}
 
 
+def live(minfer, p):
+    """Live comparison on a generated tiny model; returns the process exit code."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    text_path = os.path.join(here, "text.txt")
+    text = open(text_path, encoding="utf-8").read()
+    n_ctx, n_chunk = 64, 4
+    failures = []
+
+    def check(what, got, want, tol):
+        ok = abs(got - want) <= tol
+        print(f"{what}: minfer {got:.6g} llama.cpp {want:.6g} diff {got - want:.3g} (tolerance {tol})")
+        if not ok:
+            failures.append(what)
+
+    def minfer_json(*args):
+        out = subprocess.run([minfer, "perplexity", *args, "-t", "1", "-o", "json"], check=True,
+                             capture_output=True, text=True)
+        return json.loads(out.stdout)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        models = {}
+        for kind in ("f32", "q8_0"):
+            models[kind] = os.path.join(tmp, f"live-{kind}.gguf")
+            subprocess.run([minfer, "make-model", models[kind], "--preset", "tiny-qwen3", "--type", kind, "--seed",
+                            "25"], check=True, capture_output=True)
+        tokens = peer_tokenize(p, models["f32"], text)
+        base_rows = scored_rows(p, models["f32"], tokens, n_chunk, tmp, n_ctx)
+        q_rows = scored_rows(p, models["q8_0"], tokens, n_chunk, tmp, n_ctx)
+        base_kld = os.path.join(tmp, "base.kld")
+        # -b n_ctx: one chunk per forward, like the peer's one-batch evaluation of each chunk.
+        got = minfer_json(models["f32"], "-f", text_path, "-c", str(n_ctx), "--chunks", str(n_chunk), "-b",
+                          str(n_ctx), "--kl-divergence-base", base_kld)
+        want, _ = ppl_estimate([-row[tok] for chunk in base_rows for row, tok in chunk])
+        # Tolerances: the logits tolerances of tests/parity/perplexity_parity_test.cpp (0.05 f32, 0.5 quantized).
+        check("ln PPL f32", math.log(got["ppl"]), math.log(want), 0.05)
+        k = minfer_json(models["q8_0"], "-f", text_path, "--kl-divergence-base", base_kld, "--kl-divergence")
+        ref = kld_stats(base_rows, q_rows)
+        st = k["statistics"]
+        check("ln PPL q8_0", math.log(st["ppl"]["value"]), math.log(ref["ppl"]), 0.5)
+        check("mean KLD q8_0 vs f32", st["kld"]["mean"], ref["kld_mean"], 0.55)
+        check("same top p", st["same_top_p"]["value"], ref["same_top_p"], 0.05)
+    if failures:
+        print("FAIL: " + ", ".join(failures))
+        return 1
+    print("PASS: minfer perplexity equals llama.cpp's (live peer)")
+    return 0
+
+
 def main():
+    if sys.argv[1] == "--live":
+        sys.exit(live(sys.argv[2], sys.argv[3]))
     p = sys.argv[1]
     fixtures = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(p), "..", "fixtures")
     here = os.path.dirname(os.path.abspath(__file__))
