@@ -44,8 +44,9 @@ Result<std::string> read_text(const std::string& path) {
 // adds one.
 Result<std::vector<int32_t>> tokenize(const tokenizer::Tokenizer& tok, const std::string& text) {
   if (tok.add_eos()) {
-    return unsupported("the vocabulary appends EOS to every text (tokenizer.ggml.add_eos_token), which "
-                       "perplexity does not support (nor does llama-perplexity)");
+    return unsupported(
+        "the vocabulary appends EOS to every text (tokenizer.ggml.add_eos_token), which "
+        "perplexity does not support (nor does llama-perplexity)");
   }
   std::vector<int32_t> ids;
   if (tok.add_bos() && tok.bos() >= 0) ids.push_back(tok.bos());
@@ -63,14 +64,17 @@ std::string eta(double seconds) {
   return out + fmt::format("{:.2f} minutes", total / 60.0);
 }
 
-ordered_json mean_unc(const engine::MeanUnc& m) { return {{"value", m.mean}, {"uncertainty", m.unc}}; }
+ordered_json mean_unc(const engine::MeanUnc& m) {
+  return {{"value", m.mean}, {"uncertainty", m.unc}};
+}
 
 // Perplexity, and the base file when one is being written.
 class PplSink : public engine::RowSink {
  public:
   PplSink(const engine::ChunkPlan& plan, int32_t n_vocab, engine::KldBaseWriter* writer, bool text)
       : plan_(plan), n_vocab_(n_vocab), writer_(writer), text_(text) {
-    if (writer_ != nullptr) rows_.resize(static_cast<size_t>(plan.n_scored) * engine::base_row_bytes(n_vocab));
+    if (writer_ != nullptr)
+      rows_.resize(static_cast<size_t>(plan.n_scored) * engine::base_row_bytes(n_vocab));
   }
   Status on_row(int32_t, int32_t j, const float* logits, int32_t target) override {
     double nll;
@@ -118,7 +122,8 @@ class KldSink : public engine::RowSink {
     if (j == 0) {
       MINFER_ASSIGN_OR_RETURN(rows_, reader_->read_chunk());
     }
-    sums_.add(logits, n_vocab_, rows_.data() + static_cast<size_t>(j) * engine::base_row_bytes(n_vocab_), target);
+    sums_.add(logits, n_vocab_, rows_.data() + static_cast<size_t>(j) * engine::base_row_bytes(n_vocab_),
+              target);
     return {};
   }
   Status on_chunk_end(int32_t chunk) override {
@@ -131,18 +136,20 @@ class KldSink : public engine::RowSink {
                        {"same_top_p", mean_unc(r.same_top)}});
     if (text_) {
       if (chunk == 0) {
-        fmt::print("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              "
-                   "Δp RMS            Same top p\n");
+        fmt::print(
+            "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              "
+            "Δp RMS            Same top p\n");
       }
-      fmt::print("{:4d}    {:9.4f} ± {:9.4f}    {:10.5f} ± {:10.5f}    {:10.5f} ± {:10.5f}    {:6.3f} ± {:6.3f} %"
-                 "    {:6.3f} ± {:6.3f} %\n",
-                 chunk + 1, r.ppl.mean, r.ppl.unc, r.ln_ppl_ratio.mean, r.ln_ppl_ratio.unc, r.kld.mean, r.kld.unc,
-                 100.0 * r.rms_p_diff.mean, 100.0 * r.rms_p_diff.unc, 100.0 * r.same_top.mean,
-                 100.0 * r.same_top.unc);
+      fmt::print(
+          "{:4d}    {:9.4f} ± {:9.4f}    {:10.5f} ± {:10.5f}    {:10.5f} ± {:10.5f}    {:6.3f} ± {:6.3f} %"
+          "    {:6.3f} ± {:6.3f} %\n",
+          chunk + 1, r.ppl.mean, r.ppl.unc, r.ln_ppl_ratio.mean, r.ln_ppl_ratio.unc, r.kld.mean, r.kld.unc,
+          100.0 * r.rms_p_diff.mean, 100.0 * r.rms_p_diff.unc, 100.0 * r.same_top.mean,
+          100.0 * r.same_top.unc);
       std::fflush(stdout);
     } else {
-      fmt::print(stderr, "perplexity: chunk {}/{}: PPL {:.4f}, KLD {:.6f}\n", chunk + 1, plan_.n_chunk, r.ppl.mean,
-                 r.kld.mean);
+      fmt::print(stderr, "perplexity: chunk {}/{}: PPL {:.4f}, KLD {:.6f}\n", chunk + 1, plan_.n_chunk,
+                 r.ppl.mean, r.kld.mean);
     }
     return {};
   }
@@ -164,7 +171,8 @@ void print_kld_stats(const engine::KldStats& s) {
   fmt::print("Mean PPL(Q)                   : {:10.6f} ± {:10.6f}\n", s.ppl.mean, s.ppl.unc);
   fmt::print("Mean PPL(base)                : {:10.6f} ± {:10.6f}\n", s.ppl_base.mean, s.ppl_base.unc);
   fmt::print("Cor(ln(PPL(Q)), ln(PPL(base))): {:6.2f}%\n", 100.0 * s.ln_ppl_correlation);
-  fmt::print("Mean ln(PPL(Q)/PPL(base))     : {:10.6f} ± {:10.6f}\n", s.ln_ppl_ratio.mean, s.ln_ppl_ratio.unc);
+  fmt::print("Mean ln(PPL(Q)/PPL(base))     : {:10.6f} ± {:10.6f}\n", s.ln_ppl_ratio.mean,
+             s.ln_ppl_ratio.unc);
   fmt::print("Mean PPL(Q)/PPL(base)         : {:10.6f} ± {:10.6f}\n", s.ppl_ratio.mean, s.ppl_ratio.unc);
   fmt::print("Mean PPL(Q)-PPL(base)         : {:10.6f} ± {:10.6f}\n", s.ppl_diff.mean, s.ppl_diff.unc);
   fmt::print("\n====== KL divergence statistics ======\n");
@@ -183,10 +191,10 @@ void print_kld_stats(const engine::KldStats& s) {
   fmt::print("\n====== Token probability statistics ======\n");
   fmt::print("Mean    Δp: {:6.3f} ± {:5.3f} %\n", 100.0 * s.p_diff.mean, 100.0 * s.p_diff.unc);
   const std::pair<const char*, float> rows[] = {
-      {"Maximum Δp", s.p_diff_max}, {"99.9%   Δp", s.p_diff_p999}, {"99.0%   Δp", s.p_diff_p99},
-      {"95.0%   Δp", s.p_diff_p95}, {"90.0%   Δp", s.p_diff_p90},  {"75.0%   Δp", s.p_diff_p75},
-      {"Median  Δp", s.p_diff_median}, {"25.0%   Δp", s.p_diff_p25}, {"10.0%   Δp", s.p_diff_p10},
-      {" 5.0%   Δp", s.p_diff_p05}, {" 1.0%   Δp", s.p_diff_p01},  {" 0.1%   Δp", s.p_diff_p001},
+      {"Maximum Δp", s.p_diff_max},    {"99.9%   Δp", s.p_diff_p999}, {"99.0%   Δp", s.p_diff_p99},
+      {"95.0%   Δp", s.p_diff_p95},    {"90.0%   Δp", s.p_diff_p90},  {"75.0%   Δp", s.p_diff_p75},
+      {"Median  Δp", s.p_diff_median}, {"25.0%   Δp", s.p_diff_p25},  {"10.0%   Δp", s.p_diff_p10},
+      {" 5.0%   Δp", s.p_diff_p05},    {" 1.0%   Δp", s.p_diff_p01},  {" 0.1%   Δp", s.p_diff_p001},
       {"Minimum Δp", s.p_diff_min}};
   for (const auto& [name, v] : rows) fmt::print("{}: {:6.3f}%\n", name, 100.0 * v);
   fmt::print("RMS Δp    : {:6.3f} ± {:5.3f} %\n", 100.0 * s.rms_p_diff.mean, 100.0 * s.rms_p_diff.unc);
@@ -201,34 +209,36 @@ ordered_json kld_stats_json(const engine::KldStats& s) {
           {"ln_ppl_ratio", mean_unc(s.ln_ppl_ratio)},
           {"ppl_ratio", mean_unc(s.ppl_ratio)},
           {"ppl_diff", mean_unc(s.ppl_diff)},
-          {"kld", {{"mean", s.kld.mean},
-                   {"uncertainty", s.kld.unc},
-                   {"max", s.kld_max},
-                   {"p99_9", s.kld_p999},
-                   {"p99", s.kld_p99},
-                   {"p95", s.kld_p95},
-                   {"p90", s.kld_p90},
-                   {"median", s.kld_median},
-                   {"p10", s.kld_p10},
-                   {"p5", s.kld_p05},
-                   {"p1", s.kld_p01},
-                   {"p0_1", s.kld_p001},
-                   {"min", s.kld_min}}},
-          {"p_diff", {{"mean", s.p_diff.mean},
-                      {"uncertainty", s.p_diff.unc},
-                      {"max", s.p_diff_max},
-                      {"p99_9", s.p_diff_p999},
-                      {"p99", s.p_diff_p99},
-                      {"p95", s.p_diff_p95},
-                      {"p90", s.p_diff_p90},
-                      {"p75", s.p_diff_p75},
-                      {"median", s.p_diff_median},
-                      {"p25", s.p_diff_p25},
-                      {"p10", s.p_diff_p10},
-                      {"p5", s.p_diff_p05},
-                      {"p1", s.p_diff_p01},
-                      {"p0_1", s.p_diff_p001},
-                      {"min", s.p_diff_min}}},
+          {"kld",
+           {{"mean", s.kld.mean},
+            {"uncertainty", s.kld.unc},
+            {"max", s.kld_max},
+            {"p99_9", s.kld_p999},
+            {"p99", s.kld_p99},
+            {"p95", s.kld_p95},
+            {"p90", s.kld_p90},
+            {"median", s.kld_median},
+            {"p10", s.kld_p10},
+            {"p5", s.kld_p05},
+            {"p1", s.kld_p01},
+            {"p0_1", s.kld_p001},
+            {"min", s.kld_min}}},
+          {"p_diff",
+           {{"mean", s.p_diff.mean},
+            {"uncertainty", s.p_diff.unc},
+            {"max", s.p_diff_max},
+            {"p99_9", s.p_diff_p999},
+            {"p99", s.p_diff_p99},
+            {"p95", s.p_diff_p95},
+            {"p90", s.p_diff_p90},
+            {"p75", s.p_diff_p75},
+            {"median", s.p_diff_median},
+            {"p25", s.p_diff_p25},
+            {"p10", s.p_diff_p10},
+            {"p5", s.p_diff_p05},
+            {"p1", s.p_diff_p01},
+            {"p0_1", s.p_diff_p001},
+            {"min", s.p_diff_min}}},
           {"rms_p_diff", mean_unc(s.rms_p_diff)},
           {"same_top_p", mean_unc(s.same_top)}};
 }
@@ -236,9 +246,10 @@ ordered_json kld_stats_json(const engine::KldStats& s) {
 }  // namespace
 
 int perplexity_command(const Args& argv) {
-  CLI::App app("Perplexity of a model on a text, and KL divergence against a base model, as llama-perplexity "
-               "computes them.",
-               "minfer perplexity");
+  CLI::App app(
+      "Perplexity of a model on a text, and KL divergence against a base model, as llama-perplexity "
+      "computes them.",
+      "minfer perplexity");
   ModelArg model_arg;
   std::string text_file, base_file, output = "text", cache;
   int32_t n_ctx = 512, chunks = -1, batch = 2048, threads = 0, gpu_layers = 0;
@@ -246,9 +257,10 @@ int perplexity_command(const Args& argv) {
   std::string flash_attn = "auto";
   add_model_arg(app, &model_arg);
   app.add_option("-f,--file", text_file, "the text to evaluate (UTF-8)");
-  auto* ctx_opt = app.add_option("-c,--ctx-size", n_ctx, "tokens per chunk; the second half of each is scored")
-                      ->capture_default_str()
-                      ->check(CLI::Range(4, 1 << 24));
+  auto* ctx_opt =
+      app.add_option("-c,--ctx-size", n_ctx, "tokens per chunk; the second half of each is scored")
+          ->capture_default_str()
+          ->check(CLI::Range(4, 1 << 24));
   app.add_option("--chunks", chunks, "evaluate at most N chunks (-1: all)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1 << 30));
@@ -261,7 +273,8 @@ int perplexity_command(const Args& argv) {
       ->check(CLI::Range(0, 1024));
   app.add_option("--kl-divergence-base", base_file,
                  "without --kl-divergence: save this model's distributions to FILE; with it: read them");
-  app.add_flag("--kl-divergence", kld, "compare this model with the base distributions in --kl-divergence-base");
+  app.add_flag("--kl-divergence", kld,
+               "compare this model with the base distributions in --kl-divergence-base");
   app.add_option("--cache-type", cache, "KV cache type: f32, f16 (default), q8_0");
   app.add_option("-o,--output", output, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
@@ -271,8 +284,9 @@ int perplexity_command(const Args& argv) {
   if (int code = parse_args(app, argv); code >= 0) return code;
   if (Status st = check_gpu_layers(app, gpu_layers); !st.ok()) return fail(st);
   if (kld && base_file.empty()) {
-    return fail(invalid_argument("--kl-divergence needs --kl-divergence-base FILE (the base model's "
-                                 "distributions, written by a run without --kl-divergence)"));
+    return fail(
+        invalid_argument("--kl-divergence needs --kl-divergence-base FILE (the base model's "
+                         "distributions, written by a run without --kl-divergence)"));
   }
   if (!kld && text_file.empty()) return fail(invalid_argument("give the text to evaluate with -f FILE"));
   if (chunks == 0) return fail(invalid_argument("--chunks 0: give a positive count, or -1 for all chunks"));
@@ -355,16 +369,18 @@ int perplexity_command(const Args& argv) {
     info.vocab_hash = vocab_id;
     info.text_hash = engine::tokens_hash(tokens);
     info.n_text_tokens = static_cast<int64_t>(tokens.size());
-    info.tokens.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(plan.n_chunk) * plan.n_ctx);
+    info.tokens.assign(tokens.begin(),
+                       tokens.begin() + static_cast<std::ptrdiff_t>(plan.n_chunk) * plan.n_ctx);
     auto created = engine::KldBaseWriter::create(base_file, info);
     if (!created.ok()) return fail(created.status());
     writer.emplace(std::move(*created));
     fmt::print(stderr, "perplexity: saving the base distributions to {}\n", base_file);
   }
 
-  fmt::print(stderr, "perplexity: {} tokens, {} chunks of n_ctx={} ({} scored tokens each), batch_size={}, n_seq={}, "
-             "{} threads\n", plan.n_tokens, plan.n_chunk, plan.n_ctx, plan.n_scored, options.n_batch, n_seq,
-             e.n_threads());
+  fmt::print(stderr,
+             "perplexity: {} tokens, {} chunks of n_ctx={} ({} scored tokens each), batch_size={}, n_seq={}, "
+             "{} threads\n",
+             plan.n_tokens, plan.n_chunk, plan.n_ctx, plan.n_scored, options.n_batch, n_seq, e.n_threads());
   engine::EvalOptions eval;
   eval.n_seq = n_seq;
   eval.bos = e.tokenizer().add_bos() ? e.tokenizer().bos() : -1;
@@ -376,7 +392,9 @@ int perplexity_command(const Args& argv) {
     int32_t n_chunk, n_seq;
     Clock::time_point start = Clock::now();
     bool reported = false;
-    Status on_row(int32_t c, int32_t j, const float* l, int32_t t) override { return inner->on_row(c, j, l, t); }
+    Status on_row(int32_t c, int32_t j, const float* l, int32_t t) override {
+      return inner->on_row(c, j, l, t);
+    }
     Status on_chunk_end(int32_t c) override {
       if (!reported && c == n_seq - 1) {  // the first group of chunks is evaluated
         reported = true;
@@ -426,8 +444,10 @@ int perplexity_command(const Args& argv) {
   if (Status st = engine::evaluate_chunks(e, tokens, plan, eval, timed); !st.ok()) return fail(st);
   const engine::KldStats stats = engine::kld_stats(sink.sums());
   if (stats.count < 100) {
-    fmt::print(stderr, "perplexity: warning: statistics over only {} tokens (llama-perplexity prints none under 100)\n",
-               stats.count);
+    fmt::print(
+        stderr,
+        "perplexity: warning: statistics over only {} tokens (llama-perplexity prints none under 100)\n",
+        stats.count);
   }
   if (text_out) {
     print_kld_stats(stats);

@@ -61,7 +61,9 @@ float median(const std::vector<float>& sorted) {
 }
 
 // sqrt of a variance that rounding may have pushed just below zero (a model compared with itself).
-double safe_sqrt(double v) { return v > 0 ? std::sqrt(v) : 0.0; }
+double safe_sqrt(double v) {
+  return v > 0 ? std::sqrt(v) : 0.0;
+}
 
 MeanUnc ln_ratio(const KldSums& s) {
   const MeanUnc a = mean_and_uncertainty(s.q.nll, s.q.nll2, s.count);
@@ -106,7 +108,9 @@ double token_nll(const float* logits, int32_t n_vocab, int32_t token) {
   return -(static_cast<double>(logits[token] - max_logit) - std::log(sum_exp));
 }
 
-double NllSums::ppl() const { return std::exp(mean()); }
+double NllSums::ppl() const {
+  return std::exp(mean());
+}
 
 double NllSums::ppl_uncertainty() const {
   if (count < 2) return 0.0;
@@ -136,8 +140,9 @@ Result<ChunkPlan> plan_chunks(int64_t n_tokens, int32_t n_ctx, int32_t max_chunk
 std::vector<int32_t> chunk_input(std::span<const int32_t> tokens, const ChunkPlan& plan, int32_t chunk,
                                  int32_t bos) {
   const auto start = static_cast<size_t>(chunk) * static_cast<size_t>(plan.n_ctx);
-  std::vector<int32_t> input(tokens.begin() + static_cast<std::ptrdiff_t>(start),
-                             tokens.begin() + static_cast<std::ptrdiff_t>(start + static_cast<size_t>(plan.n_ctx)));
+  std::vector<int32_t> input(
+      tokens.begin() + static_cast<std::ptrdiff_t>(start),
+      tokens.begin() + static_cast<std::ptrdiff_t>(start + static_cast<size_t>(plan.n_ctx)));
   if (bos >= 0) input[0] = bos;
   return input;
 }
@@ -323,7 +328,8 @@ Status evaluate_chunks(Engine& engine, std::span<const int32_t> tokens, const Ch
     Batch group;
     for (int32_t s = 0; s < n_group; ++s) {
       const std::vector<int32_t> input = chunk_input(tokens, plan, g + s, options.bos);
-      for (int32_t k = 0; k < plan.n_ctx; ++k) group.add(input[static_cast<size_t>(k)], k, s, k >= plan.first && k <= plan.n_ctx - 2);
+      for (int32_t k = 0; k < plan.n_ctx; ++k)
+        group.add(input[static_cast<size_t>(k)], k, s, k >= plan.first && k <= plan.n_ctx - 2);
     }
     int64_t row = 0;  // scored rows come back in batch order: chunk g's, then chunk g+1's, ...
     for (size_t begin = 0; begin < group.size(); begin += step) {
@@ -337,8 +343,8 @@ Status evaluate_chunks(Engine& engine, std::span<const int32_t> tokens, const Ch
       for (size_t r = 0; r < n_rows; ++r, ++row) {
         const auto chunk = static_cast<int32_t>(g + row / plan.n_scored);
         const auto j = static_cast<int32_t>(row % plan.n_scored);
-        const size_t target =
-            static_cast<size_t>(chunk) * static_cast<size_t>(plan.n_ctx) + static_cast<size_t>(plan.first + j + 1);
+        const size_t target = static_cast<size_t>(chunk) * static_cast<size_t>(plan.n_ctx) +
+                              static_cast<size_t>(plan.first + j + 1);
         MINFER_RETURN_IF_ERROR(
             sink.on_row(chunk, j, logits.data() + r * static_cast<size_t>(n_vocab), tokens[target]));
         if (j == plan.n_scored - 1) MINFER_RETURN_IF_ERROR(sink.on_chunk_end(chunk));

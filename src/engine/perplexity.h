@@ -76,7 +76,9 @@ std::vector<int32_t> chunk_input(std::span<const int32_t> tokens, const ChunkPla
 // more than 16 below the top one are clipped to it; the others are min_log_prob + scale * q, with
 // scale = (range)/65535, so each is within scale/2 <= 1.3e-4 of the exact value. KLD computed from these
 // rows equals llama-perplexity's, which reads the same encoding.
-inline size_t base_row_bytes(int32_t n_vocab) { return 8 + 2 * static_cast<size_t>(n_vocab); }
+inline size_t base_row_bytes(int32_t n_vocab) {
+  return 8 + 2 * static_cast<size_t>(n_vocab);
+}
 // Encodes the log-softmax of `logits` into `row` (base_row_bytes(n_vocab) bytes); returns -log p(token).
 double encode_base_row(const float* logits, int32_t n_vocab, int32_t token, uint8_t* row);
 // Decodes entry i of an encoded row.

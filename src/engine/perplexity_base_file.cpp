@@ -44,15 +44,19 @@ size_t chunk_bytes(const KldBaseInfo& info) {
   return static_cast<size_t>(info.n_scored) * base_row_bytes(info.n_vocab);
 }
 
-std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
+std::string hex(uint64_t v) {
+  return fmt::format("{:016x}", v);
+}
 
 }  // namespace
 
 Result<KldBaseWriter> KldBaseWriter::create(const std::string& path, const KldBaseInfo& info) {
-  if (info.n_ctx < 4 || info.n_vocab < 1 || info.n_chunk < 1 || info.n_scored != info.n_ctx - 1 - info.n_ctx / 2 ||
+  if (info.n_ctx < 4 || info.n_vocab < 1 || info.n_chunk < 1 ||
+      info.n_scored != info.n_ctx - 1 - info.n_ctx / 2 ||
       info.tokens.size() != static_cast<size_t>(info.n_chunk) * static_cast<size_t>(info.n_ctx)) {
-    return invalid_argument("KL-divergence base '{}': inconsistent header (n_ctx {}, n_vocab {}, {} chunks, {} tokens)",
-                            path, info.n_ctx, info.n_vocab, info.n_chunk, info.tokens.size());
+    return invalid_argument(
+        "KL-divergence base '{}': inconsistent header (n_ctx {}, n_vocab {}, {} chunks, {} tokens)", path,
+        info.n_ctx, info.n_vocab, info.n_chunk, info.tokens.size());
   }
   std::vector<uint8_t> header(kMagic, kMagic + 4);
   put(header, kKldBaseVersion);
@@ -86,8 +90,8 @@ KldBaseWriter::~KldBaseWriter() {
 
 Status KldBaseWriter::write_chunk(std::span<const uint8_t> rows) {
   if (out_ == nullptr || rows.size() != chunk_bytes(info_) || written_ >= info_.n_chunk) {
-    return invalid_argument("KL-divergence base '{}': chunk {} has {} bytes, expected {} (of {} chunks)", path_,
-                            written_, rows.size(), chunk_bytes(info_), info_.n_chunk);
+    return invalid_argument("KL-divergence base '{}': chunk {} has {} bytes, expected {} (of {} chunks)",
+                            path_, written_, rows.size(), chunk_bytes(info_), info_.n_chunk);
   }
   out_->write(reinterpret_cast<const char*>(rows.data()), static_cast<std::streamsize>(rows.size()));
   const uint64_t sum = fnv1a(rows.data(), rows.size());
@@ -99,7 +103,8 @@ Status KldBaseWriter::write_chunk(std::span<const uint8_t> rows) {
 
 Status KldBaseWriter::finish() {
   if (out_ == nullptr || written_ != info_.n_chunk) {
-    return invalid_argument("KL-divergence base '{}': {} of {} chunks written", path_, written_, info_.n_chunk);
+    return invalid_argument("KL-divergence base '{}': {} of {} chunks written", path_, written_,
+                            info_.n_chunk);
   }
   out_->flush();
   const bool ok = static_cast<bool>(*out_);
@@ -116,7 +121,9 @@ Status KldBaseWriter::finish() {
 }
 
 Result<KldBaseReader> KldBaseReader::open(const std::string& path) {
-  auto fail = [&](const std::string& why) { return invalid_argument("KL-divergence base '{}': {}", path, why); };
+  auto fail = [&](const std::string& why) {
+    return invalid_argument("KL-divergence base '{}': {}", path, why);
+  };
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) return not_found("KL-divergence base '{}': cannot open: {}", path, ec.message());
@@ -128,8 +135,9 @@ Result<KldBaseReader> KldBaseReader::open(const std::string& path) {
   if (size < kFixedHeaderBytes ||
       !r.in_.read(reinterpret_cast<char*>(fixed.data()), static_cast<std::streamsize>(fixed.size())) ||
       std::memcmp(fixed.data(), kMagic, 4) != 0) {
-    return fail("not a minfer KL-divergence base file (write one with --kl-divergence-base FILE without "
-                "--kl-divergence)");
+    return fail(
+        "not a minfer KL-divergence base file (write one with --kl-divergence-base FILE without "
+        "--kl-divergence)");
   }
   const uint8_t* p = fixed.data() + 4;
   const auto version = get<uint32_t>(p);
@@ -187,8 +195,8 @@ Status KldBaseReader::check(const KldBaseExpect& e) const {
     return refuse(fmt::format("with n_ctx {}, not {} (-c)", info_.n_ctx, *e.n_ctx));
   }
   if (e.text_hash && *e.text_hash != info_.text_hash) {
-    return refuse(fmt::format("on another text ({} tokens, hash {}; this text hashes to {})", info_.n_text_tokens,
-                              hex(info_.text_hash), hex(*e.text_hash)));
+    return refuse(fmt::format("on another text ({} tokens, hash {}; this text hashes to {})",
+                              info_.n_text_tokens, hex(info_.text_hash), hex(*e.text_hash)));
   }
   return {};
 }
@@ -203,7 +211,8 @@ Result<std::span<const uint8_t>> KldBaseReader::read_chunk() {
   in_.read(reinterpret_cast<char*>(&stored), sizeof(stored));
   if (!in_) return io_error("KL-divergence base '{}': cannot read chunk {}", path_, read_ + 1);
   if (fnv1a(rows_.data(), rows_.size()) != stored) {
-    return invalid_argument("KL-divergence base '{}': chunk {} is corrupted (checksum mismatch)", path_, read_ + 1);
+    return invalid_argument("KL-divergence base '{}': chunk {} is corrupted (checksum mismatch)", path_,
+                            read_ + 1);
   }
   ++read_;
   return std::span<const uint8_t>(rows_);

@@ -37,11 +37,11 @@ struct KldBaseInfo {
   int32_t n_ctx = 0;
   int32_t n_vocab = 0;
   int32_t n_chunk = 0;
-  int32_t n_scored = 0;          // rows per chunk: n_ctx - 1 - n_ctx/2
-  uint64_t vocab_hash = 0;       // engine::vocab_hash of the base model
-  uint64_t text_hash = 0;        // engine::tokens_hash of the whole tokenized text
+  int32_t n_scored = 0;     // rows per chunk: n_ctx - 1 - n_ctx/2
+  uint64_t vocab_hash = 0;  // engine::vocab_hash of the base model
+  uint64_t text_hash = 0;   // engine::tokens_hash of the whole tokenized text
   int64_t n_text_tokens = 0;
-  std::vector<int32_t> tokens;   // n_chunk * n_ctx: the chunks as tokenized, without BOS replacement
+  std::vector<int32_t> tokens;  // n_chunk * n_ctx: the chunks as tokenized, without BOS replacement
 };
 
 // What a reader's file must match. Empty optionals are not checked (e.g. no -f: the file's own tokens).

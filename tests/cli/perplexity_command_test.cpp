@@ -28,7 +28,9 @@ Ran run(const Args& args) {
   return {rc, out, err};
 }
 
-bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+bool has(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
 
 class PerplexityCommand : public ::testing::Test {
  protected:
@@ -73,10 +75,10 @@ TEST_F(PerplexityCommand, PrintsTheRunningPplPerChunkAndTheFinalEstimate) {
 
 TEST_F(PerplexityCommand, JsonWithMinusMAndChunksEvaluatedTogetherOrApartAgree) {
   // -b 64 with -c 64: one chunk per forward; -b 256: four chunks as four sequences of one batch.
-  const nlohmann::json one = json_of(run({"-m", model_, "-f", text_, "-c", "64", "-b", "64", "--chunks", "4",
-                                          "-t", "1", "-o", "json"}));
-  const nlohmann::json four = json_of(
-      run({model_, "-f", text_, "-c", "64", "-b", "256", "--chunks", "4", "-t", "1", "-o", "json"}));
+  const nlohmann::json one = json_of(
+      run({"-m", model_, "-f", text_, "-c", "64", "-b", "64", "--chunks", "4", "-t", "1", "-o", "json"}));
+  const nlohmann::json four =
+      json_of(run({model_, "-f", text_, "-c", "64", "-b", "256", "--chunks", "4", "-t", "1", "-o", "json"}));
   ASSERT_TRUE(one.is_object());
   ASSERT_TRUE(four.is_object());
   EXPECT_EQ(one["n_chunk"], 4);
@@ -93,16 +95,17 @@ TEST_F(PerplexityCommand, JsonWithMinusMAndChunksEvaluatedTogetherOrApartAgree) 
 
 TEST_F(PerplexityCommand, KlDivergenceOfAModelAgainstItsOwnBaseIsZero) {
   const std::string base = dir_ + "/base.kld";
-  const nlohmann::json ppl = json_of(
-      run({model_, "-f", text_, "-c", "64", "--chunks", "5", "-t", "1", "--kl-divergence-base", base, "-o", "json"}));
+  const nlohmann::json ppl = json_of(run({model_, "-f", text_, "-c", "64", "--chunks", "5", "-t", "1",
+                                          "--kl-divergence-base", base, "-o", "json"}));
   ASSERT_TRUE(std::filesystem::exists(base));
   EXPECT_EQ(ppl["kl_divergence_base"], base);
 
   const Ran text_run = run({model_, "-f", text_, "-t", "1", "--kl-divergence-base", base, "--kl-divergence"});
   ASSERT_EQ(text_run.rc, 0) << text_run.err;
-  for (const char* line : {"chunk             PPL", "====== Perplexity statistics ======", "Mean PPL(Q)/PPL(base)",
-                           "====== KL divergence statistics ======", "Mean    KLD:", "Maximum KLD:", "99.0%   KLD:",
-                           "Median  KLD:", "RMS Δp    :", "Same top p: 100.000 ±"}) {
+  for (const char* line :
+       {"chunk             PPL", "====== Perplexity statistics ======", "Mean PPL(Q)/PPL(base)",
+        "====== KL divergence statistics ======", "Mean    KLD:", "Maximum KLD:", "99.0%   KLD:",
+        "Median  KLD:", "RMS Δp    :", "Same top p: 100.000 ±"}) {
     EXPECT_TRUE(has(text_run.out, line)) << line << "\n" << text_run.out;
   }
   // Without -f the base file's own tokens are used; the numbers are the same.
@@ -115,8 +118,9 @@ TEST_F(PerplexityCommand, KlDivergenceOfAModelAgainstItsOwnBaseIsZero) {
   EXPECT_LE(std::abs(s["kld"]["mean"].get<double>()), 1.3e-4);
   EXPECT_LE(s["kld"]["max"].get<double>(), 1.3e-4);
   EXPECT_EQ(s["same_top_p"]["value"].get<double>(), 1.0);
-  // PPL(base) comes from the 16-bit rows, whose log-probs are clipped 16 below the top one (llama-perplexity's
-  // encoding); on random weights many targets lie there, so PPL(Q)/PPL(base) is >= 1 here, not 1.
+  // PPL(base) comes from the 16-bit rows, whose log-probs are clipped 16 below the top one
+  // (llama-perplexity's encoding); on random weights many targets lie there, so PPL(Q)/PPL(base) is >= 1
+  // here, not 1.
   EXPECT_GE(s["ppl_ratio"]["value"].get<double>(), 1.0 - 1.3e-4);
   EXPECT_NEAR(s["ppl"]["value"].get<double>(), ppl["ppl"].get<double>(), 1e-5 * ppl["ppl"].get<double>());
   EXPECT_EQ(k["chunks"].size(), 5u);
@@ -124,7 +128,8 @@ TEST_F(PerplexityCommand, KlDivergenceOfAModelAgainstItsOwnBaseIsZero) {
 
 TEST_F(PerplexityCommand, BaseFilesFromAnotherTextOrContextOrCorruptedAreRefusedByName) {
   const std::string base = dir_ + "/base.kld";
-  ASSERT_EQ(run({model_, "-f", text_, "-c", "64", "--chunks", "2", "-t", "1", "--kl-divergence-base", base}).rc, 0);
+  ASSERT_EQ(
+      run({model_, "-f", text_, "-c", "64", "--chunks", "2", "-t", "1", "--kl-divergence-base", base}).rc, 0);
 
   Ran r = run({model_, "-f", text_, "-c", "32", "-t", "1", "--kl-divergence-base", base, "--kl-divergence"});
   EXPECT_EQ(r.rc, 1);
@@ -187,8 +192,8 @@ TEST_F(PerplexityCommand, BadInputsAreClearErrors) {
   r = run({dir_ + "/no-model.gguf", "-f", text_});
   EXPECT_EQ(r.rc, 1);
   EXPECT_TRUE(has(r.err, "no-model.gguf")) << r.err;
-  r = run({model_, "-f", text_, "--kl-divergence-base", dir_ + "/no-such-dir/base.kld", "-c", "64", "--chunks", "2",
-           "-t", "1"});
+  r = run({model_, "-f", text_, "--kl-divergence-base", dir_ + "/no-such-dir/base.kld", "-c", "64",
+           "--chunks", "2", "-t", "1"});
   EXPECT_EQ(r.rc, 1);
   EXPECT_TRUE(has(r.err, "cannot write")) << r.err;
 }

@@ -116,7 +116,7 @@ TEST(Perplexity, KldOfTwoKnownDistributions) {
   s.add(q.data(), 2, row.data(), 1);
   EXPECT_NEAR(s.kld_values[0], 0.5 * std::log(4.0 / 3.0), 1e-6);
   EXPECT_NEAR(s.p_diff_values[0], 0.25 - 0.5, 1e-6);  // p_q(token) - p_base(token)
-  EXPECT_EQ(s.n_same_top, 1);  // both pick token 0 (the first of base's tie)
+  EXPECT_EQ(s.n_same_top, 1);                         // both pick token 0 (the first of base's tie)
   EXPECT_NEAR(s.q.nll, std::log(4.0), 1e-6);
   EXPECT_NEAR(s.base.nll, std::log(2.0), 1e-6);
 }
@@ -337,13 +337,17 @@ TEST(KldBaseFile, RoundTripsAndChecksWhatItWasComputedWith) {
   EXPECT_EQ(std::vector<uint8_t>(c2->begin(), c2->end()), chunk_rows(2));
   EXPECT_FALSE(r->read_chunk().ok());
 
-  const std::string vocab = r->check({.n_vocab = 5, .vocab_hash = 0x9999, .n_ctx = {}, .text_hash = {}}).message();
+  const std::string vocab =
+      r->check({.n_vocab = 5, .vocab_hash = 0x9999, .n_ctx = {}, .text_hash = {}}).message();
   EXPECT_NE(vocab.find("was computed with another vocabulary"), std::string::npos) << vocab;
-  const std::string vocab_n = r->check({.n_vocab = 6, .vocab_hash = 0x1234, .n_ctx = {}, .text_hash = {}}).message();
+  const std::string vocab_n =
+      r->check({.n_vocab = 6, .vocab_hash = 0x1234, .n_ctx = {}, .text_hash = {}}).message();
   EXPECT_NE(vocab_n.find("another vocabulary (5 tokens"), std::string::npos) << vocab_n;
-  const std::string ctx = r->check({.n_vocab = 5, .vocab_hash = 0x1234, .n_ctx = 16, .text_hash = {}}).message();
+  const std::string ctx =
+      r->check({.n_vocab = 5, .vocab_hash = 0x1234, .n_ctx = 16, .text_hash = {}}).message();
   EXPECT_NE(ctx.find("was computed with n_ctx 8, not 16"), std::string::npos) << ctx;
-  const std::string text = r->check({.n_vocab = 5, .vocab_hash = 0x1234, .n_ctx = 8, .text_hash = 1}).message();
+  const std::string text =
+      r->check({.n_vocab = 5, .vocab_hash = 0x1234, .n_ctx = 8, .text_hash = 1}).message();
   EXPECT_NE(text.find("was computed on another text"), std::string::npos) << text;
 }
 
@@ -375,7 +379,8 @@ TEST(KldBaseFile, RefusesCorruptedTruncatedAndForeignFiles) {
 
   std::filesystem::copy_file(good, dir + "/short.kld");
   std::filesystem::resize_file(dir + "/short.kld", static_cast<uintmax_t>(size - 3));
-  EXPECT_NE(open_error(dir + "/short.kld").find("truncated"), std::string::npos) << open_error(dir + "/short.kld");
+  EXPECT_NE(open_error(dir + "/short.kld").find("truncated"), std::string::npos)
+      << open_error(dir + "/short.kld");
   std::filesystem::copy_file(good, dir + "/long.kld");
   std::filesystem::resize_file(dir + "/long.kld", static_cast<uintmax_t>(size + 1));
   EXPECT_NE(open_error(dir + "/long.kld").find("trailing bytes"), std::string::npos);
@@ -384,9 +389,7 @@ TEST(KldBaseFile, RefusesCorruptedTruncatedAndForeignFiles) {
   std::filesystem::copy_file(good, version);
   flip_byte(version, 4);
   EXPECT_NE(open_error(version).find("format version"), std::string::npos) << open_error(version);
-  {
-    std::ofstream(dir + "/text.kld") << "_logits_ llama.cpp's own format is not this one";
-  }
+  { std::ofstream(dir + "/text.kld") << "_logits_ llama.cpp's own format is not this one"; }
   EXPECT_NE(open_error(dir + "/text.kld").find("not a minfer KL-divergence base file"), std::string::npos);
   EXPECT_NE(open_error(dir + "/missing.kld").find("cannot open"), std::string::npos);
 }
@@ -398,7 +401,7 @@ TEST(KldBaseFile, AnUnfinishedWriteLeavesNoFile) {
     ASSERT_TRUE(w.ok());
     ASSERT_TRUE(w->write_chunk(chunk_rows(1)).ok());
     EXPECT_FALSE(w->write_chunk(std::vector<uint8_t>(3)).ok());  // a chunk of the wrong size
-    EXPECT_FALSE(w->finish().ok());                             // 1 of 2 chunks
+    EXPECT_FALSE(w->finish().ok());                              // 1 of 2 chunks
   }
   EXPECT_FALSE(std::filesystem::exists(path));
 }

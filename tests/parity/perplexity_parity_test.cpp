@@ -44,7 +44,9 @@ std::string text() {
 // - ln PPL is the mean of the NLLs, so it is within the same bound. Measured (MINFER_PARITY_REPORT=1 prints
 //   them): max per-token difference 0.0065 / 0.011 (qwen3 / qwen2 f32), 0.25 (q8_0), 0.28 (q4_0); ln PPL
 //   3.5e-5 / 3.4e-4 (f32), 2.4e-3 (q8_0), 6.3e-3 (q4_0): the per-token differences mostly cancel.
-double tolerance(const std::string& model) { return model.find("f32") != std::string::npos ? 0.05 : 0.5; }
+double tolerance(const std::string& model) {
+  return model.find("f32") != std::string::npos ? 0.05 : 0.5;
+}
 
 struct Scored {
   std::vector<double> nll;
@@ -118,7 +120,8 @@ TEST(PerplexityParity, PplAndKldEqualLlamaCppsOnTheFixtureModels) {
     ASSERT_EQ(sink.out.nll.size(), want_nll.size());
     const double tol = tolerance(name);
     double worst = 0;
-    for (size_t i = 0; i < want_nll.size(); ++i) worst = std::max(worst, std::abs(sink.out.nll[i] - want_nll[i]));
+    for (size_t i = 0; i < want_nll.size(); ++i)
+      worst = std::max(worst, std::abs(sink.out.nll[i] - want_nll[i]));
     EXPECT_LE(worst, tol) << "max |NLL - llama.cpp's| over " << want_nll.size() << " tokens";
     report(name + " max token NLL diff", worst, 0);
 
@@ -161,7 +164,8 @@ TEST(PerplexityParity, PplAndKldEqualLlamaCppsOnTheFixtureModels) {
 }
 
 // A base file from one vocabulary is refused for a model of another, even of the same size: qwen2-mini and
-// qwen3-mini both have 4096 ids, but 4022..4025 are <tool_response>..</think> in one and padding in the other.
+// qwen3-mini both have 4096 ids, but 4022..4025 are <tool_response>..</think> in one and padding in the
+// other.
 TEST(PerplexityParity, ABaseFileFromAnotherVocabularyOfTheSameSizeIsRefused) {
   MINFER_REQUIRE_FIXTURES();
   auto qwen3 = load("qwen3-mini-f32", 128);
@@ -182,11 +186,15 @@ TEST(PerplexityParity, ABaseFileFromAnotherVocabularyOfTheSameSizeIsRefused) {
   ASSERT_TRUE(w->finish().ok());
   auto r = engine::KldBaseReader::open(path);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_TRUE(r->check({.n_vocab = qwen3->n_vocab(), .vocab_hash = engine::vocab_hash(qwen3->tokenizer()),
-                        .n_ctx = {}, .text_hash = {}})
+  EXPECT_TRUE(r->check({.n_vocab = qwen3->n_vocab(),
+                        .vocab_hash = engine::vocab_hash(qwen3->tokenizer()),
+                        .n_ctx = {},
+                        .text_hash = {}})
                   .ok());
-  const Status refused = r->check({.n_vocab = qwen2->n_vocab(), .vocab_hash = engine::vocab_hash(qwen2->tokenizer()),
-                                   .n_ctx = {}, .text_hash = {}});
+  const Status refused = r->check({.n_vocab = qwen2->n_vocab(),
+                                   .vocab_hash = engine::vocab_hash(qwen2->tokenizer()),
+                                   .n_ctx = {},
+                                   .text_hash = {}});
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.message().find("another vocabulary"), std::string::npos) << refused.message();
 }
