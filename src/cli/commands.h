@@ -28,5 +28,6 @@ int convert_command(const Args& args);
 int dump_diff_command(const Args& args);
 int viz_command(const Args& args);
 int devices_command(const Args& args);
+int perplexity_command(const Args& args);
 
 }  // namespace minfer::cli

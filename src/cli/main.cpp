@@ -31,6 +31,8 @@ constexpr Command kCommands[] = {
     {"grammar", "print the GBNF for a JSON Schema, or check a GBNF grammar", minfer::cli::grammar_command},
     {"serve", "OpenAI-compatible HTTP server with continuous batching (minfer serve <model.gguf>)",
      minfer::cli::serve_command},
+    {"perplexity", "perplexity and KL divergence on a text, llama-perplexity style (-f TEXT, --kl-divergence)",
+     minfer::cli::perplexity_command},
     {"specverify", "measure the speculative verify-step cost C(nt) and its amortization",
      minfer::cli::specverify_command},
     {"convert", "convert a Hugging Face Qwen2/Qwen3 checkpoint to GGUF (--outtype f32|f16|bf16|q8_0|...)",
