@@ -391,10 +391,42 @@ TEST_P(VulkanKv, TokenOutputDoesNotDependOnTheBatch) {
   }
 }
 
+// Windows the random cases rarely give: an empty one (zeros, as on the CPU), a 200-cell window (four tiles)
+// whose largest score is in its last cell (every earlier tile is rescaled), one where the first cell
+// dominates so strongly that every later exp underflows to 0, and a one-cell window.
+TEST_P(VulkanKv, AttentionEdgeWindows) {
+  MINFER_VK_OR_SKIP(vk);
+  const DType type = GetParam();
+  KvCase c;
+  c.type = type;
+  c.shape = kQwen3;
+  c.n_cells = 211;
+  c.store_cells = {210, 209, 208, 207};
+  std::vector<int32_t> long_window;
+  for (int32_t i = 0; i < 200; ++i) long_window.push_back(i);
+  c.windows = {{}, long_window, long_window, {5}};
+  fill(c, 5);
+  const size_t hd = static_cast<size_t>(c.shape.head_dim);
+  const size_t row = static_cast<size_t>(c.row_elems());
+  std::vector<float> k0(row * static_cast<size_t>(c.n_cells));
+  quant::dequantize_row(type, c.k_cells.data(), k0.data(), static_cast<int64_t>(k0.size()));
+  // Token 1's head 0 (KV head 0) points along cell 199's K, token 2's along cell 0's: scores of ~40.
+  for (size_t d = 0; d < hd; ++d) {
+    c.q[1 * hd * static_cast<size_t>(c.shape.n_head) + d] = 6.0f * k0[199 * row + d];
+    c.q[2 * hd * static_cast<size_t>(c.shape.n_head) + d] = 6.0f * k0[0 * row + d];
+  }
+  const KvResult cpu = run_cpu_kv(c);
+  const KvResult gpu = run_vulkan_kv(*vk, c);
+  expect_cells_equal(c, cpu, gpu);
+  compare_attention(c, cpu, gpu);
+  for (size_t i = 0; i < hd * static_cast<size_t>(c.shape.n_head); ++i) ASSERT_EQ(gpu.out[i], 0.0f) << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(CacheTypes, VulkanKv, ::testing::Values(DType::F32, DType::F16, DType::Q8_0),
                          type_name);
 
-// Refusals name what is refused: a host KV cache, a cache type without shaders, q8_0 heads of 48.
+// Refusals name what is refused: a host KV cache, a cache type without shaders, cells wider than one
+// binding, q8_0 heads of 48.
 TEST(VulkanKvRefusals, NameWhatIsRefused) {
   MINFER_VK_OR_SKIP(vk);
   KvCase c = multi_sequence(DType::F16, kMha, 20, 1, {0}, 3);
@@ -417,6 +449,29 @@ TEST(VulkanKvRefusals, NameWhatIsRefused) {
   st = vk->execute(g.op.graph, g.store, data, ctx);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
   EXPECT_NE(st.message().find("q4_0"), std::string::npos) << st.message();
+
+  // A layer's cells larger than one storage binding (as on lavapipe past 128 MiB).
+  kv = {(*buf)->base(), (*buf)->base(), DType::F16, 64, 32, *minfer::row_bytes(DType::F16, 64)};
+  vk->set_max_binding_bytes(1024);
+  st = vk->execute(g.op.graph, g.attn, data, ctx);
+  vk->set_max_binding_bytes(0);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("exceed one storage binding"), std::string::npos) << st.message();
+
+  // q8_0 heads of 48 dimensions: the cache rows are whole blocks (2 x 48 = 96), the heads are not.
+  KvCase q8 = multi_sequence(DType::Q8_0, Shape{"q8-48", 2, 2, 48}, 8, 1, {0}, 4);
+  KvGraph g8 = build(q8);
+  std::vector<void*> data8(g8.op.graph.size(), nullptr);
+  for (size_t i = 0; i < data8.size(); ++i) {
+    if (!g8.op.f32[i].empty()) data8[i] = const_cast<float*>(g8.op.f32[i].data());
+  }
+  kv = {(*buf)->base(), (*buf)->base(), DType::Q8_0, 96, 8, *minfer::row_bytes(DType::Q8_0, 96)};
+  BatchData b8(q8);
+  ExecContext ctx8{&b8.view, std::span<const KvLayerView>(&kv, 1), nullptr};
+  EXPECT_TRUE(vk->supports_op(g8.op.graph, g8.op.graph.node(g8.attn)));
+  st = vk->execute(g8.op.graph, g8.attn, data8, ctx8);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("multiples of 32"), std::string::npos) << st.message();
 }
 
 }  // namespace
