@@ -336,6 +336,35 @@ TEST_P(VulkanKv, KvStoreIsBitExact) {
   }
 }
 
+// kv_store over 500 tokens whose 32-element blocks are scaled by 10^u, u uniform in [-30, 30]: the q8_0
+// divisions (d = amax / 127, 1 / d) and the f16 rounding (overflow to inf, subnormals, flush to zero) are
+// checked against the CPU's bytes across the exponent range, 4000 blocks a type. Every window is empty
+// (the attention after it must write zeros).
+TEST_P(VulkanKv, KvStoreIsBitExactAcrossMagnitudes) {
+  MINFER_VK_OR_SKIP(vk);
+  KvCase c;
+  c.type = GetParam();
+  c.shape = kMha;
+  c.n_cells = 503;
+  for (int32_t i = 0; i < 500; ++i) {
+    c.store_cells.push_back((i * 7) % 503);
+    c.windows.push_back({});
+  }
+  fill(c, 21);
+  std::mt19937 rng(22);
+  std::uniform_real_distribution<float> u(-30.0f, 30.0f);
+  for (std::vector<float>* x : {&c.k, &c.v}) {
+    for (size_t b = 0; b < x->size() / 32; ++b) {
+      const float scale = std::pow(10.0f, u(rng));
+      for (size_t j = 0; j < 32; ++j) (*x)[b * 32 + j] *= scale;
+    }
+  }
+  const KvResult cpu = run_cpu_kv(c);
+  const KvResult gpu = run_vulkan_kv(*vk, c);
+  expect_cells_equal(c, cpu, gpu);
+  for (float f : gpu.out) ASSERT_EQ(f, 0.0f);  // every window empty: zeros, as on the CPU
+}
+
 // Attention against the CPU: Qwen2 (GQA 7), Qwen3 (GQA 2, head_dim 128), MHA and 96-dim heads; 1 and 7
 // tokens of up to three sequences whose windows skip the other sequences' cells and free cells, windows
 // longer than one 64-cell tile, and an odd cell count.
