@@ -28,10 +28,11 @@ constexpr Shape kQwen2{"qwen2", 14, 2, 64};
 constexpr Shape kQwen3{"qwen3", 16, 8, 128};
 constexpr Shape kMha{"mha", 4, 4, 64};
 constexpr Shape kOdd{"odd", 3, 1, 96};        // q8_0: 3 blocks a row (102 bytes: rows straddle words)
+constexpr Shape kGqa10{"gqa10", 20, 2, 64};  // a group wider than one workgroup's 8 query heads
 constexpr Shape kNarrow{"narrow", 2, 1, 31};  // f32/f16 only: odd heads; f16 rows of 62 bytes straddle words
 
 std::vector<Shape> shapes_for(DType type) {
-  std::vector<Shape> s{kQwen2, kQwen3, kMha, kOdd};
+  std::vector<Shape> s{kQwen2, kQwen3, kMha, kOdd, kGqa10};
   if (type != DType::Q8_0) s.push_back(kNarrow);
   return s;
 }
@@ -365,7 +366,7 @@ TEST_P(VulkanKv, KvStoreIsBitExactAcrossMagnitudes) {
   for (float f : gpu.out) ASSERT_EQ(f, 0.0f);  // every window empty: zeros, as on the CPU
 }
 
-// Attention against the CPU: Qwen2 (GQA 7), Qwen3 (GQA 2, head_dim 128), MHA and 96-dim heads; 1 and 7
+// Attention against the CPU: Qwen2 (GQA 7), Qwen3 (GQA 2, head_dim 128), MHA, 96-dim heads and GQA 10; 1 and 7
 // tokens of up to three sequences whose windows skip the other sequences' cells and free cells, windows
 // longer than one 64-cell tile, and an odd cell count.
 TEST_P(VulkanKv, AttentionMatchesCpu) {
@@ -395,7 +396,7 @@ TEST_P(VulkanKv, AttentionMatchesCpu) {
 TEST_P(VulkanKv, TokenOutputDoesNotDependOnTheBatch) {
   MINFER_VK_OR_SKIP(vk);
   const DType type = GetParam();
-  for (Shape shape : {kQwen2, kQwen3}) {
+  for (Shape shape : {kQwen2, kQwen3, kGqa10}) {
     KvCase batch = multi_sequence(type, shape, 157, 30, {0, 0, 1, 2, 2, 2, 1}, 99);
     const KvResult all = run_vulkan_kv(*vk, batch);
     const size_t per_token = static_cast<size_t>(shape.head_dim) * static_cast<size_t>(shape.n_head);

@@ -65,8 +65,9 @@ struct AttentionPush {
   float scale;
 };
 
-constexpr int32_t kMaxHeadDim = 256;   // MAX_HEAD_DIM in attention.comp
-constexpr int64_t kMaxQ8Blocks = 256;  // MAX_BLOCKS in kv_store.comp (q8_0 blocks per cell row)
+constexpr int32_t kMaxHeadDim = 256;    // MAX_HEAD_DIM in attention.comp
+constexpr uint64_t kMaxGroupHeads = 8;  // MAXG in attention.comp: query heads per workgroup
+constexpr int64_t kMaxQ8Blocks = 256;   // MAX_BLOCKS in kv_store.comp (q8_0 blocks per cell row)
 
 // KV cache element types with kv_store and attention shaders.
 bool kv_type(DType t) {
@@ -659,7 +660,11 @@ Status VulkanBackend::kv_op(const Graph& graph, NodeId id, std::span<void* const
                            u32(qw.skip / 4),  u32(kw.skip),      u32(vw.skip),
                            u32(ow.skip / 4),  u32(cw.skip / 4),  u32(yw.skip / 4),
                            prm.scale};
-  return dispatch(*p, {qw, kw, vw, ow, cw, yw}, &push, static_cast<uint64_t>(n_tokens) * prm.n_head);
+  // One workgroup per (token, KV head, up to kMaxGroupHeads of its query heads).
+  const uint64_t group = static_cast<uint64_t>(prm.n_head / prm.n_head_kv);
+  const uint64_t chunks = (group + kMaxGroupHeads - 1) / kMaxGroupHeads;
+  return dispatch(*p, {qw, kw, vw, ow, cw, yw}, &push,
+                  static_cast<uint64_t>(n_tokens) * static_cast<uint64_t>(prm.n_head_kv) * chunks);
 }
 
 Status VulkanBackend::synchronize() {
