@@ -109,11 +109,23 @@ TEST(VulkanDevice, SupportsOpIsHonest) {
   Node kv;
   kv.op = OpKind::kKvStore;
   kv.src = {x, x};
-  c.add_op(kv);
-  EXPECT_FALSE(vk->supports_op(c.graph, c.graph.node(c.target)));
+  const auto store = c.add_op(kv);
+  EXPECT_TRUE(vk->supports_op(c.graph, c.graph.node(c.target)));  // f32 K and V (the cache type: at execute)
   Node att;
   att.op = OpKind::kAttention;
-  att.src = {x, c.target};
+  att.src = {x, store};
+  c.add_op(att);
+  EXPECT_FALSE(vk->supports_op(c.graph, c.graph.node(c.target)));  // no heads
+  att.params.n_head = 2;
+  att.params.n_head_kv = 1;
+  att.params.head_dim = 128;
+  c.add_op(att);
+  EXPECT_TRUE(vk->supports_op(c.graph, c.graph.node(c.target)));
+  att.params.n_head_kv = 3;  // 2 query heads cannot share 3 KV heads
+  c.add_op(att);
+  EXPECT_FALSE(vk->supports_op(c.graph, c.graph.node(c.target)));
+  att.params.n_head_kv = 1;
+  att.params.head_dim = 320;  // wider than attention.comp's 256
   c.add_op(att);
   EXPECT_FALSE(vk->supports_op(c.graph, c.graph.node(c.target)));
 }
@@ -303,14 +315,19 @@ TEST(VulkanDevice, OpCoverageTableMatchesSupportsOp) {
       const auto k = c.add_activation(std::vector<float>(64), {64, 1, 1, 1});
       node.op = OpKind::kKvStore;
       node.src = {k, c.add_activation(std::vector<float>(64), {64, 1, 1, 1})};
-    } else if (op == "attention") {
-      const auto q = c.add_activation(std::vector<float>(64), {64, 1, 1, 1});
+    } else if (op == "attention") {  // "head_dim N": heads of N dimensions, GQA 2
+      const int32_t hd = std::stoi(types.substr(types.find("head_dim ") + 9));
+      const auto q = c.add_activation(std::vector<float>(static_cast<size_t>(hd) * 2), {hd, 2, 1, 1});
       Node store;
       store.op = OpKind::kKvStore;
       store.src = {q, q};
       node.op = OpKind::kAttention;
       node.src = {q, c.add_op(store)};
-      node.ne = {64, 1, 1, 1};
+      node.params.n_head = 2;
+      node.params.n_head_kv = 1;
+      node.params.head_dim = hd;
+      node.params.scale = 1.0f;
+      node.ne = {hd * 2, 1, 1, 1};
     } else {
       FAIL() << "unknown op row: " << line;
     }

@@ -56,6 +56,23 @@ struct RopePush {
   float theta_scale;
   uint32_t x_skip, pos_skip, y_skip;
 };
+struct KvStorePush {
+  uint32_t row_elems, row_bytes, n_tokens, src_skip, cells_skip, dst_skip;
+};
+struct AttentionPush {
+  uint32_t head_dim, n_head, group, n_tokens, row_bytes, head_bytes, q_skip, k_skip, v_skip, off_skip,
+      cells_skip, y_skip;
+  float scale;
+};
+
+constexpr int32_t kMaxHeadDim = 256;    // MAX_HEAD_DIM in attention.comp
+constexpr uint64_t kMaxGroupHeads = 8;  // MAXG in attention.comp: query heads per workgroup
+constexpr int64_t kMaxQ8Blocks = 256;   // MAX_BLOCKS in kv_store.comp (q8_0 blocks per cell row)
+
+// KV cache element types with kv_store and attention shaders.
+bool kv_type(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::Q8_0;
+}
 
 uint32_t u32(uint64_t v) {
   return static_cast<uint32_t>(v);
@@ -136,10 +153,17 @@ bool VulkanBackend::supports_op(const Graph& graph, const Node& node) const {
              node.params.rope_freq_scale == 1.0f && node.src.size() == 2;
     case OpKind::kReshape:
       return true;
+    // The cache's element type is the KV cache's, not the graph's: execute() refuses any but F32, F16 and
+    // Q8_0 by name (the only types KvCache accepts).
+    case OpKind::kKvStore:
+      return src(0).type == DType::F32 && src(1).type == DType::F32 &&
+             src(0).n_elements() == src(1).n_elements();
+    case OpKind::kAttention:
+      return src(0).type == DType::F32 && node.type == DType::F32 && node.params.n_head > 0 &&
+             node.params.n_head_kv > 0 && node.params.n_head % node.params.n_head_kv == 0 &&
+             node.params.head_dim > 0 && node.params.head_dim <= kMaxHeadDim;
     case OpKind::kInput:
     case OpKind::kWeight:
-    case OpKind::kKvStore:
-    case OpKind::kAttention:
       return false;
   }
   return false;
@@ -339,7 +363,6 @@ Status VulkanBackend::execute(const Graph& graph, NodeId id, std::span<void* con
 
 Status VulkanBackend::record(const Graph& graph, NodeId id, std::span<void* const> data,
                              const ExecContext& ctx) {
-  (void)ctx;
   const Node& node = graph.node(id);
   if (!dev_->lost().ok()) return dev_->lost();
   auto src_node = [&](size_t i) -> const Node& { return graph.node(node.src[i]); };
@@ -491,10 +514,157 @@ Status VulkanBackend::record(const Graph& graph, NodeId id, std::span<void* cons
     }
     case OpKind::kKvStore:
     case OpKind::kAttention:
-      break;
+      return kv_op(graph, id, data, ctx);
   }
   return unsupported("node {} ({} '{}'): the Vulkan backend has no shader for it", id,
                      graph::op_name(node.op), node.name);
+}
+
+Result<VulkanBackend::Tensor> VulkanBackend::locate_cells(const void* ptr, size_t bytes, const char* what,
+                                                          int32_t layer) const {
+  uint64_t off = 0;
+  MINFER_ASSIGN_OR_RETURN(const Arena* a, find_arena(ptr, bytes, &off));
+  if (a == nullptr) {
+    return invalid_argument(
+        "the {} cells of layer {} are not in a Vulkan buffer (KvLayerView must point into "
+        "buffers from VulkanBackend::alloc_buffer)",
+        what, layer);
+  }
+  if (off % 4 != 0) {
+    return invalid_argument("the {} cells of layer {} start at arena offset {}, not a multiple of 4", what,
+                            layer, off);
+  }
+  if (bytes > max_binding()) {
+    return unsupported("the {} cells of layer {} ({} bytes) exceed one storage binding ({} bytes)", what,
+                       layer, bytes, max_binding());
+  }
+  return Tensor{a->memory.get(), off};
+}
+
+Status VulkanBackend::kv_op(const Graph& graph, NodeId id, std::span<void* const> data,
+                            const ExecContext& ctx) {
+  const Node& node = graph.node(id);
+  auto src_node = [&](size_t i) -> const Node& { return graph.node(node.src[i]); };
+  auto ptr = [&](size_t i) { return data[static_cast<size_t>(node.src[i])]; };
+  const int32_t layer = node.params.layer;
+  if (layer < 0 || static_cast<size_t>(layer) >= ctx.kv.size() || ctx.batch == nullptr) {
+    return invalid_argument("no KV cells for layer {}", layer);
+  }
+  const KvLayerView& kv = ctx.kv[static_cast<size_t>(layer)];
+  const BatchView& batch = *ctx.batch;
+  const auto n_tokens = static_cast<int64_t>(batch.tokens.size());
+  if (!kv_type(kv.type)) {
+    return unsupported("KV cache type {} has no Vulkan {} shader (f32, f16 and q8_0 have)",
+                       dtype_name(kv.type), graph::op_name(node.op));
+  }
+  const auto rb = minfer::row_bytes(kv.type, kv.row_elems);
+  if (!rb || *rb != kv.row_bytes || kv.n_cells <= 0) {
+    return invalid_argument("layer {}: {} cells of {} {} elements in rows of {} bytes", layer, kv.n_cells,
+                            kv.row_elems, dtype_name(kv.type), kv.row_bytes);
+  }
+  const uint64_t region = static_cast<uint64_t>(kv.n_cells) * kv.row_bytes;
+  if (region > UINT32_MAX) {
+    return unsupported("layer {}: {} bytes of KV cells exceed the shaders' 32-bit offsets", layer, region);
+  }
+  MINFER_ASSIGN_OR_RETURN(Tensor k, locate_cells(kv.k, region, "K", layer));
+  MINFER_ASSIGN_OR_RETURN(Tensor v, locate_cells(kv.v, region, "V", layer));
+  MINFER_ASSIGN_OR_RETURN(vk::Window kw, bind(k, region));
+  MINFER_ASSIGN_OR_RETURN(vk::Window vw, bind(v, region));
+
+  if (node.op == OpKind::kKvStore) {
+    const uint64_t elems = static_cast<uint64_t>(n_tokens) * static_cast<uint64_t>(kv.row_elems);
+    if (static_cast<uint64_t>(src_node(0).n_elements()) != elems ||
+        static_cast<uint64_t>(src_node(1).n_elements()) != elems) {
+      return invalid_argument("K has {} elements, V {}, the layer's cells take {} x {}",
+                              src_node(0).n_elements(), src_node(1).n_elements(), n_tokens, kv.row_elems);
+    }
+    if (batch.store_cells.size() != static_cast<size_t>(n_tokens)) {
+      return invalid_argument("{} store cells for {} tokens", batch.store_cells.size(), n_tokens);
+    }
+    for (int32_t cell : batch.store_cells) {
+      if (cell < 0 || cell >= kv.n_cells)
+        return invalid_argument("KV cell {} outside [0, {})", cell, kv.n_cells);
+    }
+    if (kv.type == DType::Q8_0 && kv.row_elems / 32 > kMaxQ8Blocks) {
+      return unsupported("q8_0 cell rows of {} elements (the kv_store shader takes up to {})", kv.row_elems,
+                         kMaxQ8Blocks * 32);
+    }
+    if (n_tokens == 0) return {};
+    MINFER_ASSIGN_OR_RETURN(Tensor cells, locate(batch.store_cells.data(), batch.store_cells.size() * 4));
+    MINFER_ASSIGN_OR_RETURN(vk::Window cw, bind(cells, batch.store_cells.size() * 4));
+    MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p, pipeline("kv_store", 3, sizeof(KvStorePush),
+                                                            {kWorkgroup, static_cast<uint32_t>(kv.type)}));
+    for (size_t i = 0; i < 2; ++i) {  // K, then V
+      MINFER_ASSIGN_OR_RETURN(Tensor x, locate(ptr(i), elems * 4));
+      MINFER_ASSIGN_OR_RETURN(vk::Window xw, bind(x, elems * 4));
+      const vk::Window& dw = i == 0 ? kw : vw;
+      const KvStorePush push{u32(kv.row_elems), u32(kv.row_bytes), u32(n_tokens),
+                             u32(xw.skip / 4),  u32(cw.skip / 4),  u32(dw.skip)};
+      MINFER_RETURN_IF_ERROR(dispatch(*p, {xw, cw, dw}, &push, static_cast<uint64_t>(n_tokens)));
+    }
+    return {};
+  }
+
+  const graph::OpParams& prm = node.params;
+  if (static_cast<int64_t>(prm.n_head_kv) * prm.head_dim != kv.row_elems) {
+    return invalid_argument("{} KV heads x {} != cell width {}", prm.n_head_kv, prm.head_dim, kv.row_elems);
+  }
+  if (prm.head_dim > kMaxHeadDim || (kv.type == DType::Q8_0 && prm.head_dim % 32 != 0)) {
+    return unsupported("attention heads of {} dimensions on a {} cache (the shader takes up to {}{})",
+                       prm.head_dim, dtype_name(kv.type), kMaxHeadDim,
+                       kv.type == DType::Q8_0 ? ", multiples of 32" : "");
+  }
+  const Node& q_node = src_node(0);
+  if (q_node.ne[0] != prm.head_dim || q_node.ne[1] != prm.n_head || q_node.ne[2] * q_node.ne[3] != n_tokens ||
+      node.ne[0] != static_cast<int64_t>(prm.head_dim) * prm.n_head || rows_of(node.ne) != n_tokens) {
+    return invalid_argument("q {}x{}x{} and output {}x{} do not match {} heads of {} for {} tokens",
+                            q_node.ne[0], q_node.ne[1], q_node.ne[2] * q_node.ne[3], node.ne[0],
+                            rows_of(node.ne), prm.n_head, prm.head_dim, n_tokens);
+  }
+  // The windows are host data from the engine: checked here, since a shader reading past the cells would
+  // return garbage instead of failing.
+  const auto& offs = batch.window_offsets;
+  if (offs.size() != static_cast<size_t>(n_tokens) + 1 || (n_tokens > 0 && offs[0] < 0) ||
+      (n_tokens > 0 && static_cast<size_t>(offs.back()) > batch.window_cells.size())) {
+    return invalid_argument("{} window offsets for {} tokens over {} window cells", offs.size(), n_tokens,
+                            batch.window_cells.size());
+  }
+  for (size_t i = 0; i + 1 < offs.size(); ++i) {
+    if (offs[i + 1] < offs[i]) return invalid_argument("window offsets decrease at token {}", i);
+  }
+  for (int32_t cell : batch.window_cells) {
+    if (cell < 0 || cell >= kv.n_cells)
+      return invalid_argument("window cell {} outside [0, {})", cell, kv.n_cells);
+  }
+  if (n_tokens == 0) return {};
+  const uint64_t q_bytes = static_cast<uint64_t>(q_node.n_elements()) * 4;
+  MINFER_ASSIGN_OR_RETURN(Tensor q, locate(ptr(0), q_bytes));
+  MINFER_ASSIGN_OR_RETURN(Tensor out, locate(data[static_cast<size_t>(id)], q_bytes));
+  MINFER_ASSIGN_OR_RETURN(Tensor ot, locate(offs.data(), offs.size() * 4));
+  // Every window empty: bind the offsets again in place of the (unread) cells, since a binding needs bytes.
+  Tensor ct = ot;
+  uint64_t cells_bytes = offs.size() * 4;
+  if (!batch.window_cells.empty()) {
+    cells_bytes = batch.window_cells.size() * 4;
+    MINFER_ASSIGN_OR_RETURN(ct, locate(batch.window_cells.data(), cells_bytes));
+  }
+  MINFER_ASSIGN_OR_RETURN(vk::Window qw, bind(q, q_bytes));
+  MINFER_ASSIGN_OR_RETURN(vk::Window yw, bind(out, q_bytes));
+  MINFER_ASSIGN_OR_RETURN(vk::Window ow, bind(ot, offs.size() * 4));
+  MINFER_ASSIGN_OR_RETURN(vk::Window cw, bind(ct, cells_bytes));
+  MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p,
+                          pipeline("attention", 6, sizeof(AttentionPush), {static_cast<uint32_t>(kv.type)}));
+  const size_t head_bytes = *minfer::row_bytes(kv.type, prm.head_dim);
+  const AttentionPush push{u32(prm.head_dim), u32(prm.n_head),   u32(prm.n_head / prm.n_head_kv),
+                           u32(n_tokens),     u32(kv.row_bytes), u32(head_bytes),
+                           u32(qw.skip / 4),  u32(kw.skip),      u32(vw.skip),
+                           u32(ow.skip / 4),  u32(cw.skip / 4),  u32(yw.skip / 4),
+                           prm.scale};
+  // One workgroup per (token, KV head, up to kMaxGroupHeads of its query heads).
+  const uint64_t group = static_cast<uint64_t>(prm.n_head / prm.n_head_kv);
+  const uint64_t chunks = (group + kMaxGroupHeads - 1) / kMaxGroupHeads;
+  return dispatch(*p, {qw, kw, vw, ow, cw, yw}, &push,
+                  static_cast<uint64_t>(n_tokens) * static_cast<uint64_t>(prm.n_head_kv) * chunks);
 }
 
 Status VulkanBackend::synchronize() {

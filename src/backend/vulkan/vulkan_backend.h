@@ -13,6 +13,15 @@
 //   (*vk)->execute(graph, id, data, ctx);               // records
 //   MINFER_RETURN_IF_ERROR((*vk)->synchronize());       // submits, waits (bounded), reports device errors
 //
+// The KV cache (kv_store and attention): ExecContext::kv[layer].k and .v must point into buffers from
+// alloc_buffer(), the same (arena, offset) pointers as node buffers, at a 4-byte aligned offset, each
+// holding n_cells rows of row_bytes (f32, f16 or q8_0; KvLayerView). The host reads and writes cell rows
+// with download() / upload() on those pointers (e.g. `upload(kv.k + cell * row_bytes, row, row_bytes)`),
+// which wait for recorded work first; owns() tells a device pointer from a host one. A layer's K (and V)
+// region must fit one storage binding (device_info().max_storage_buffer_range: 128 MiB on lavapipe, 4 GiB
+// on most GPUs); a larger one is refused by name at execute(). KV pointers outside every arena (a host
+// cache) are refused, never copied, since kv_store's writes would be lost.
+//
 // One thread at a time (the scheduler's). Buffers from alloc_buffer() must be destroyed before the backend.
 #pragma once
 
@@ -40,7 +49,9 @@ class VulkanBackend final : public Backend {
   // Exactly the ops and types there are shaders for (docs/BACKENDS.md has the table): matmul with weights
   // of every type the CPU computes (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)
   // registered here and f32 activations; get_rows from such a weight or an f32 activation; rms_norm, add,
-  // mul, silu, swiglu, rope (neox) and reshape on f32. Not kv_store, attention.
+  // mul, silu, swiglu, rope (neox) and reshape on f32; kv_store of f32 K/V; attention with f32 q and heads of
+  // up to 256 dimensions. The cache type is not in the graph: execute() refuses any but f32, f16 and q8_0
+  // (and q8_0 heads that are not a multiple of 32) by name.
   bool supports_op(const graph::Graph& graph, const graph::Node& node) const override;
   bool supports_fused(graph::OpKind op) const override { return op == graph::OpKind::kSwiGlu; }
   // Uploads the weight to device-local memory. 1-D tensors are converted to f32 first (as the CPU does).
@@ -55,6 +66,14 @@ class VulkanBackend final : public Backend {
   Status synchronize() override;
   Status upload(void* dst, const void* src, size_t bytes) override;
   Status download(void* dst, const void* src, size_t bytes) override;
+
+  // Whether [ptr, ptr + bytes) lies inside one buffer from alloc_buffer() (device memory the host must reach
+  // through upload() / download()).
+  bool owns(const void* ptr, size_t bytes) const {
+    uint64_t off = 0;
+    auto a = find_arena(ptr, bytes, &off);
+    return a.ok() && *a != nullptr;
+  }
 
   const vk::DeviceInfo& device_info() const { return dev_->info(); }
   vk::Device& device() { return *dev_; }
@@ -94,6 +113,11 @@ class VulkanBackend final : public Backend {
   Status dispatch(const vk::Pipeline& p, std::initializer_list<vk::Window> bindings, const void* push,
                   uint64_t groups);
 
+  // kv_store and attention (record() for those ops).
+  Status kv_op(const graph::Graph& graph, graph::NodeId id, std::span<void* const> data,
+               const ExecContext& ctx);
+  // The device location of one layer's K or V cells; they must be in an arena (see the header comment).
+  Result<Tensor> locate_cells(const void* ptr, size_t bytes, const char* what, int32_t layer) const;
   Status matmul(const Weight& w, const Tensor& x, const Tensor& y, int64_t m);
   Status get_rows(const graph::Node& node, DType type, const vk::DeviceBuffer& table, int64_t table_rows,
                   size_t row_bytes, uint64_t table_offset, const Tensor& ids, int64_t n, const Tensor& out);

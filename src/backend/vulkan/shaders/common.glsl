@@ -141,3 +141,109 @@ uint dequant4_first(uint type, uint g) {
   const uint blk = g >> 3u, sub = g & 7u;
   return type != TYPE_Q8_0 ? blk * 32u + (sub & 3u) * 4u + (sub >= 4u ? 16u : 0u) : blk * 32u + sub * 4u;
 }
+
+// exp(v) for v <= 0 by the CPU kernels' polynomial (quant/kernels/kernel_math.h: Cody-Waite reduction by
+// ln 2, Cephes' degree-6 polynomial), operation for operation; 0 below -87 (and for -inf).
+float exp_approx(float v) {
+  if (!(v >= -87.0)) return 0.0;
+  precise float n = fma(v, 1.44269504088896341, 12582912.0) - 12582912.0;
+  precise float r = fma(n, -0.693359375, v);
+  r = fma(n, 2.12194440e-4, r);
+  precise float q = 1.9875691500e-4;
+  q = fma(q, r, 1.3981999507e-3);
+  q = fma(q, r, 8.3334519073e-3);
+  q = fma(q, r, 4.1665795894e-2);
+  q = fma(q, r, 1.6666665459e-1);
+  q = fma(q, r, 5.0000001201e-1);
+  precise float e = fma(q, r * r, r) + 1.0;
+  return e * uintBitsToFloat(uint(int(n) + 127) << 23);
+}
+
+// IEEE half bits of f, rounded to nearest even, in integer arithmetic: core/fp16.h's fp32_to_fp16 line for
+// line (a NaN stays NaN, >= 65520 is inf, subnormals rounded), so no driver conversion (packHalf2x16's
+// rounding is unspecified) and no denormal flushing can change a bit.
+uint f32_to_f16_bits(uint x) {
+  const uint sign = (x >> 16u) & 0x8000u;
+  const uint a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7e00u | ((a >> 13u) & 0x3ffu);
+  if (a >= 0x477ff000u) return sign | 0x7c00u;
+  if (a < 0x38800000u) {
+    if (a < 0x33000000u) return sign;
+    const uint shift = 126u - (a >> 23u);
+    const uint m = (a & 0x7fffffu) | 0x800000u;
+    uint r = m >> shift;
+    const uint rem = m & ((1u << shift) - 1u);
+    const uint halfway = 1u << (shift - 1u);
+    if (rem > halfway || (rem == halfway && (r & 1u) != 0u)) ++r;
+    return sign | r;
+  }
+  uint r = a - 0x38000000u;
+  const uint rem = r & 0x1fffu;
+  r >>= 13u;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u) != 0u)) ++r;
+  return sign | r;
+}
+
+// Mantissa (with the hidden bit, normalised to [2^23, 2^24)) and unbiased exponent of a positive finite
+// nonzero float's bits, subnormals included.
+void f32_split(uint bits, out uint m, out int e) {
+  uint ex = bits >> 23u;
+  m = bits & 0x7fffffu;
+  if (ex == 0u) {  // subnormal: normalise
+    e = -126;
+    while ((m & 0x800000u) == 0u) {
+      m <<= 1u;
+      --e;
+    }
+  } else {
+    m |= 0x800000u;
+    e = int(ex) - 127;
+  }
+}
+
+// a / b correctly rounded (to nearest even), for positive finite nonzero a and b given as bits, by long
+// division of the mantissas: Vulkan allows 2.5 ulp for OpFDiv, and the q8_0 scales must be the CPU's
+// bits. Overflow is not handled (the callers' quotients are below 2^127).
+uint div_rne_bits(uint a, uint b) {
+  uint ma, mb;
+  int ea, eb;
+  f32_split(a, ma, ea);
+  f32_split(b, mb, eb);
+  int e = ea - eb;
+  if (ma < mb) {  // quotient of the mantissas in [1, 2)
+    ma <<= 1u;
+    --e;
+  }
+  uint q = 0u, r = ma;  // 25 quotient bits: 24 of mantissa, one rounding bit
+  for (int i = 0; i < 25; ++i) {
+    q <<= 1u;
+    if (r >= mb) {
+      r -= mb;
+      q |= 1u;
+    }
+    r <<= 1u;
+  }
+  bool sticky = r != 0u;
+  int extra = 0;  // further right shift for a subnormal quotient
+  if (e < -126) {
+    extra = -126 - e;
+    if (extra >= 25) return 0u;  // below half the smallest subnormal
+    sticky = sticky || (q & ((1u << uint(extra)) - 1u)) != 0u;
+  }
+  uint mant = q >> uint(1 + extra);
+  const bool round_bit = ((q >> uint(extra)) & 1u) != 0u;
+  if (round_bit && (sticky || (mant & 1u) != 0u)) ++mant;
+  if (e < -126) return mant;  // a carry into 2^23 is the smallest normal's bits
+  if (mant == 0x1000000u) {
+    mant >>= 1u;
+    ++e;
+  }
+  return (uint(e + 127) << 23u) | (mant & 0x7fffffu);
+}
+
+// C's roundf: to nearest, halves away from zero (the reference q8_0 quantizer's std::round).
+float round_half_away(float v) {
+  const float t = trunc(v);
+  precise const float frac = v - t;  // exact
+  return abs(frac) >= 0.5 ? t + sign(v) : t;
+}

@@ -21,21 +21,6 @@ layout(push_constant) uniform Push {
   uint y_skip;
 } p;
 
-float exp_approx(float v) {
-  if (!(v >= -87.0)) return 0.0;
-  precise float n = fma(v, 1.44269504088896341, 12582912.0) - 12582912.0;
-  precise float r = fma(n, -0.693359375, v);
-  r = fma(n, 2.12194440e-4, r);
-  precise float q = 1.9875691500e-4;
-  q = fma(q, r, 1.3981999507e-3);
-  q = fma(q, r, 8.3334519073e-3);
-  q = fma(q, r, 4.1665795894e-2);
-  q = fma(q, r, 1.6666665459e-1);
-  q = fma(q, r, 5.0000001201e-1);
-  precise float e = fma(q, r * r, r) + 1.0;
-  return e * uintBitsToFloat(uint(int(n) + 127) << 23);
-}
-
 float silu(float v) {
   const float e = exp_approx(-abs(v));
   return v * ((v >= 0.0 ? 1.0 : e) / (1.0 + e));
