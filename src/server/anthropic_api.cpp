@@ -336,8 +336,8 @@ struct Generation {
   std::vector<int32_t> tokens;
   std::string emitted;  // the text the batcher delivered (stop strings never included)
   std::string finish;
-  Generation(bool reasoning, bool think, bool tools, std::vector<json>* events)
-      : assembler(reasoning, think, tools), blocks(events) {}
+  Generation(bool reasoning, bool think, bool tools, ToolCallFormat format, std::vector<json>* events)
+      : assembler(reasoning, think, tools, format), blocks(events) {}
 
   void token(const engine::BatchEvent& ev) {
     tokens.push_back(ev.token);
@@ -565,6 +565,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
   limits.n_vocab = engine.n_vocab();
   limits.n_slots = batcher.options().n_slots;
   limits.defaults = server.options().sampling;
+  limits.tool_format = detect_tool_call_format(server.chat_template().source());
   AnthropicRequest a;
   if (auto err = parse_anthropic_request(req.body, limits, count, &a)) return error_reply(*err);
   const std::string model = server.options().model_id;
@@ -603,6 +604,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
 
   const bool reasoning = server.options().reasoning;
   const bool tools = !a.chat.tools.is_null();
+  const ToolCallFormat tool_format = a.chat.tool_format;
   const std::string id = "msg_" + make_response_id("x").substr(2);
   auto failure = [](const Status& error) {
     ApiError e = api_error_from_status(error);
@@ -611,7 +613,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
   };
 
   if (!a.chat.stream) {
-    Generation g(reasoning, starts_in_think, tools, nullptr);
+    Generation g(reasoning, starts_in_think, tools, tool_format, nullptr);
     engine::BatchUsage usage;
     Status error;
     bool finished = false;
@@ -678,7 +680,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
   // Built in place: a temporary's destructor would cancel the request.
   std::shared_ptr<StreamGuard> guard(new StreamGuard{&server, handle});
   const std::vector<std::string> stops = a.stop_sequences;
-  res.stream = [guard, handle, id, model, n_prompt, reasoning, starts_in_think, tools, stops, &tok,
+  res.stream = [guard, handle, id, model, n_prompt, reasoning, starts_in_think, tools, tool_format, stops, &tok,
                 failure](ResponseStream& out) {
     bool ok = true;
     auto send = [&](const json& event) {
@@ -700,7 +702,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
               {"output_tokens", 0}}}}}});
     send({{"type", "ping"}});
     std::vector<json> events;
-    Generation g(reasoning, starts_in_think, tools, &events);
+    Generation g(reasoning, starts_in_think, tools, tool_format, &events);
     engine::BatchUsage usage;
     bool finished = false, failed = false;
     int idle_polls = 0;
