@@ -119,6 +119,60 @@ TEST_P(ToolFamilies, RequiredToolChoiceRoundTripsThroughTheModelsTemplate) {
   EXPECT_GT(follow.body["usage"]["prompt_tokens"].get<int>(), r.body["usage"]["prompt_tokens"].get<int>());
 }
 
+// The Anthropic Messages and OpenAI Responses front ends share the assembler and the grammar: a forced call
+// in the family's syntax comes back as a tool_use block / function_call item and goes back through the
+// template on the next turn (Mistral's 9-character id survives the "toolu_" prefix).
+TEST_P(ToolFamilies, MessagesAndResponsesRoundTrip) {
+  const Family f = GetParam();
+  TestServerOptions o;
+  o.model_path = llama_with_template(f.name, reference_template(f.file));
+  ASSERT_FALSE(o.model_path.empty());
+  o.n_ctx = 2048;
+  TestServer s(o);
+  ASSERT_TRUE(s.ok());
+  const json& schema = kTools[0]["function"]["parameters"];
+  json m = {{"model", "tiny"},
+            {"max_tokens", 200},
+            {"temperature", 0},
+            {"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
+            {"tools", {{{"name", "get_weather"}, {"description", "Weather"}, {"input_schema", schema}}}},
+            {"tool_choice", {{"type", "any"}}}};
+  Reply r = post(s, "/v1/messages", m.dump());
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["stop_reason"], "tool_use") << r.raw;
+  const json content = r.body["content"];
+  ASSERT_FALSE(content.empty()) << r.raw;
+  const json& use = content.back();
+  ASSERT_EQ(use["type"], "tool_use") << r.raw;
+  EXPECT_EQ(use["name"], "get_weather");
+  EXPECT_TRUE(use["input"]["city"].is_string()) << r.raw;
+  m["tool_choice"] = {{"type", "auto"}};
+  m["max_tokens"] = 4;
+  m["messages"].push_back({{"role", "assistant"}, {"content", content}});
+  m["messages"].push_back(
+      {{"role", "user"},
+       {"content", {{{"type", "tool_result"}, {"tool_use_id", use["id"]}, {"content", "21 C"}}}}});
+  Reply second = post(s, "/v1/messages", m.dump());
+  EXPECT_EQ(second.status, 200) << second.raw;
+
+  json tools = {{{"type", "function"}, {"name", "get_weather"}, {"description", "Weather"}, {"parameters", schema}}};
+  json q = {{"model", "tiny"}, {"input", "Weather in Paris?"}, {"tools", tools}, {"tool_choice", "required"},
+            {"max_output_tokens", 200}};
+  Reply rr = post(s, "/v1/responses", q.dump());
+  ASSERT_EQ(rr.status, 200) << rr.raw;
+  ASSERT_EQ(rr.body["output"].size(), 1u) << rr.raw;
+  const json call = rr.body["output"][0];
+  ASSERT_EQ(call["type"], "function_call") << rr.raw;
+  EXPECT_EQ(call["name"], "get_weather");
+  q["tool_choice"] = "auto";
+  q["max_output_tokens"] = 4;
+  q["input"] = json::array({{{"role", "user"}, {"content", "Weather in Paris?"}},
+                            call,
+                            {{"type", "function_call_output"}, {"call_id", call["call_id"]}, {"output", "21 C"}}});
+  Reply rr2 = post(s, "/v1/responses", q.dump());
+  EXPECT_EQ(rr2.status, 200) << rr2.raw;
+}
+
 INSTANTIATE_TEST_SUITE_P(Published, ToolFamilies,
                          ::testing::Values(Family{"llama31", "meta-llama-Llama-3.1-8B-Instruct.jinja", false},
                                            Family{"llama32", "meta-llama-Llama-3.2-3B-Instruct.jinja", false},
