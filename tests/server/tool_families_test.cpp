@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "common/fixtures.h"
 #include "sampling/grammar/grammar.h"
 #include "sampling/grammar/matcher.h"
 #include "server/openai_response.h"
@@ -74,6 +75,20 @@ TEST(ToolFormat, ReadFromThePublishedTemplates) {
   EXPECT_EQ(detect_tool_call_format("{{ '<tool_call>' }}"), ToolCallFormat::kHermes);
   EXPECT_EQ(detect_tool_call_format(chat::ChatTemplate::chatml().source()), ToolCallFormat::kNone);
   EXPECT_EQ(tool_call_format_name(ToolCallFormat::kMistral), "mistral");
+}
+
+// The Qwen fixture templates keep the Hermes syntax; DeepSeek R1's own `<｜tool▁calls▁begin｜>` syntax is not
+// one we parse, so its template counts as having none.
+TEST(ToolFormat, FixtureTemplates) {
+  MINFER_REQUIRE_FIXTURES();
+  for (const char* file : {"Qwen-Qwen2.5-7B-Instruct.jinja", "Qwen-Qwen3-0.6B.jinja", "Qwen-QwQ-32B.jinja"}) {
+    SCOPED_TRACE(file);
+    EXPECT_EQ(detect_tool_call_format(minfer::test::read_file(minfer::test::fixture_path(std::string("chat/templates/") + file))),
+              ToolCallFormat::kHermes);
+  }
+  EXPECT_EQ(detect_tool_call_format(minfer::test::read_file(
+                minfer::test::fixture_path("chat/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"))),
+            ToolCallFormat::kNone);
 }
 
 TEST(Llama3Calls, TheAnswerIsOneJsonCall) {
