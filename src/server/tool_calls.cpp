@@ -133,6 +133,9 @@ ToolCallFormat detect_tool_call_format(std::string_view t) {
       (t.find("<|start_header_id|>") != std::string_view::npos && t.find("ipython") != std::string_view::npos))
     return ToolCallFormat::kLlama3;
   if (t.find(kOpen) != std::string_view::npos) return ToolCallFormat::kHermes;
+  // A ChatML template without tool markup (the generic one minfer uses for a GGUF without a template, the
+  // one `make-model` writes): Hermes is the tool convention of the ChatML family (Qwen, Hermes, QwQ).
+  if (t.find("<|im_start|>") != std::string_view::npos) return ToolCallFormat::kHermes;
   return ToolCallFormat::kNone;
 }
 

@@ -33,7 +33,8 @@ enum class ToolCallFormat {
 std::string_view tool_call_format_name(ToolCallFormat format);
 
 // The syntax a chat template teaches its model, from the template text: `[TOOL_CALLS]` → Mistral;
-// `<|python_tag|>` or an `ipython` header → Llama 3; `<tool_call>` → Hermes; otherwise kNone.
+// `<|python_tag|>` or an `ipython` header → Llama 3; `<tool_call>`, or else ChatML turns (`<|im_start|>`,
+// the Hermes family's format) → Hermes; otherwise kNone (Gemma 3, DeepSeek R1's own tool syntax).
 ToolCallFormat detect_tool_call_format(std::string_view chat_template);
 
 struct ToolCall {

@@ -73,7 +73,9 @@ TEST(ToolFormat, ReadFromThePublishedTemplates) {
             ToolCallFormat::kMistral);
   EXPECT_EQ(detect_tool_call_format(reference_template("google-gemma-3-it.jinja")), ToolCallFormat::kNone);
   EXPECT_EQ(detect_tool_call_format("{{ '<tool_call>' }}"), ToolCallFormat::kHermes);
-  EXPECT_EQ(detect_tool_call_format(chat::ChatTemplate::chatml().source()), ToolCallFormat::kNone);
+  // A ChatML template without tool markup (minfer's fallback, make-model's) keeps the Hermes convention.
+  EXPECT_EQ(detect_tool_call_format(chat::ChatTemplate::chatml().source()), ToolCallFormat::kHermes);
+  EXPECT_EQ(detect_tool_call_format("{{ 'plain' }}"), ToolCallFormat::kNone);
   EXPECT_EQ(tool_call_format_name(ToolCallFormat::kMistral), "mistral");
 }
 
