@@ -2,10 +2,13 @@
 // client may send them). The first byte picks the endpoint, the rest is the body. Parsing must answer an
 // ApiError or a request; an accepted request's sampling config (grammar, JSON Schema, tool grammar) must
 // compile or be refused with a Status, and an accepted chat request must render through ChatML or be
-// refused with a Status. The tool-call parser reads the same bytes as model output.
+// refused with a Status. The tool-call parsers of every family read the same bytes as model output, whole
+// and split in two, and must lose no byte that is not part of a call. Bits 1-2 of the first byte pick the
+// model's tool-call syntax for the request's grammar.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "chat/chat_template.h"
@@ -36,6 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   s::RequestLimits limits;
   limits.n_vocab = 257;
   limits.n_slots = 4;
+  limits.tool_format = static_cast<s::ToolCallFormat>((data[0] >> 1) & 3);
   s::OpenAiRequest req;
   const bool chat = (data[0] & 1) == 0;
   auto err = chat ? s::parse_chat_request(body, limits, &req) : s::parse_completion_request(body, limits, &req);
@@ -49,5 +53,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   s::ToolCall call;
   (void)s::parse_tool_call_body(body, &call);
+  for (auto format : {s::ToolCallFormat::kHermes, s::ToolCallFormat::kLlama3, s::ToolCallFormat::kMistral}) {
+    const size_t cut = body.empty() ? 0 : data[0] % body.size();
+    std::string whole, split;
+    size_t calls_whole = 0, calls_split = 0;
+    {
+      s::ToolCallParser p(format);
+      auto a = p.push(body);
+      auto b = p.flush();
+      whole = a.content + b.content;
+      calls_whole = a.calls.size() + b.calls.size();
+    }
+    {
+      s::ToolCallParser p(format);
+      auto a = p.push(body.substr(0, cut));
+      auto b = p.push(body.substr(cut));
+      auto c = p.flush();
+      split = a.content + b.content + c.content;
+      calls_split = a.calls.size() + b.calls.size() + c.calls.size();
+    }
+    if (whole != split || calls_whole != calls_split) __builtin_trap();  // streaming must not change the split
+    if (calls_whole == 0 && whole != body) __builtin_trap();           // no call: every byte is content
+  }
   return 0;
 }

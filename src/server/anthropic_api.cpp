@@ -2,6 +2,7 @@
 // reference; minfer accepts a few llama-server sampling extensions (grammar, seed, logit_bias, min_p).
 #include "server/anthropic_api.h"
 
+#include <cctype>
 #include <chrono>
 #include <memory>
 #include <set>
@@ -94,6 +95,17 @@ Err tool_result_text(const json& block, const std::string& where, std::string* o
 }
 
 // One Anthropic message -> OpenAI chat messages (a user turn's tool_result blocks become tool messages).
+// The call id a tool_use id stands for in the chat messages: tool_use_id() below prefixes "toolu_" to our
+// calls' ids, and a Mistral model's template accepts its calls back only with their 9-character id, so
+// "toolu_" + 9 alphanumerics goes back to those 9 (other ids pass unchanged; no other template reads them).
+std::string call_id_of_tool_use(const std::string& id) {
+  if (id.size() != 15 || id.rfind("toolu_", 0) != 0) return id;
+  for (size_t k = 6; k < id.size(); ++k) {
+    if (!std::isalnum(static_cast<unsigned char>(id[k]))) return id;
+  }
+  return id.substr(6);
+}
+
 Err translate_message(const json& m, size_t i, json* out) {
   const std::string where = fmt::format("messages[{}]", i);
   if (!m.is_object()) return wrong_type(where, "an object", m);
@@ -140,8 +152,9 @@ Err translate_message(const json& m, size_t i, json* out) {
       auto input = b.find("input");
       if (input == b.end() || !input->is_object())
         return bad_request(fmt::format("'{}.input' must be an object", bf), bf + ".input");
-      calls.push_back(
-          {{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", *input}}}});
+      calls.push_back({{"id", call_id_of_tool_use(id)},
+                       {"type", "function"},
+                       {"function", {{"name", name}, {"arguments", *input}}}});
     } else if (type == "thinking" && role == "assistant") {
       if (auto e = only_keys(b, bf, {"type", "thinking", "signature"})) return e;
       std::string t;
@@ -157,7 +170,7 @@ Err translate_message(const json& m, size_t i, json* out) {
         if (!err->is_boolean()) return wrong_type(bf + ".is_error", "a boolean", *err);
         if (err->get<bool>()) result = "Error: " + result;
       }
-      results.push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", result}});
+      results.push_back({{"role", "tool"}, {"tool_call_id", call_id_of_tool_use(id)}, {"content", result}});
     } else {
       return bad_request(
           fmt::format("'{}': content block type '{}' is not supported in a{} {} message (use "
@@ -336,8 +349,8 @@ struct Generation {
   std::vector<int32_t> tokens;
   std::string emitted;  // the text the batcher delivered (stop strings never included)
   std::string finish;
-  Generation(bool reasoning, bool think, bool tools, std::vector<json>* events)
-      : assembler(reasoning, think, tools), blocks(events) {}
+  Generation(bool reasoning, bool think, bool tools, ToolCallFormat format, std::vector<json>* events)
+      : assembler(reasoning, think, tools, format), blocks(events) {}
 
   void token(const engine::BatchEvent& ev) {
     tokens.push_back(ev.token);
@@ -565,6 +578,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
   limits.n_vocab = engine.n_vocab();
   limits.n_slots = batcher.options().n_slots;
   limits.defaults = server.options().sampling;
+  limits.tool_format = detect_tool_call_format(server.chat_template().source());
   AnthropicRequest a;
   if (auto err = parse_anthropic_request(req.body, limits, count, &a)) return error_reply(*err);
   const std::string model = server.options().model_id;
@@ -603,6 +617,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
 
   const bool reasoning = server.options().reasoning;
   const bool tools = !a.chat.tools.is_null();
+  const ToolCallFormat tool_format = a.chat.tool_format;
   const std::string id = "msg_" + make_response_id("x").substr(2);
   auto failure = [](const Status& error) {
     ApiError e = api_error_from_status(error);
@@ -611,7 +626,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
   };
 
   if (!a.chat.stream) {
-    Generation g(reasoning, starts_in_think, tools, nullptr);
+    Generation g(reasoning, starts_in_think, tools, tool_format, nullptr);
     engine::BatchUsage usage;
     Status error;
     bool finished = false;
@@ -678,7 +693,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
   // Built in place: a temporary's destructor would cancel the request.
   std::shared_ptr<StreamGuard> guard(new StreamGuard{&server, handle});
   const std::vector<std::string> stops = a.stop_sequences;
-  res.stream = [guard, handle, id, model, n_prompt, reasoning, starts_in_think, tools, stops, &tok,
+  res.stream = [guard, handle, id, model, n_prompt, reasoning, starts_in_think, tools, tool_format, stops, &tok,
                 failure](ResponseStream& out) {
     bool ok = true;
     auto send = [&](const json& event) {
@@ -700,7 +715,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
               {"output_tokens", 0}}}}}});
     send({{"type", "ping"}});
     std::vector<json> events;
-    Generation g(reasoning, starts_in_think, tools, &events);
+    Generation g(reasoning, starts_in_think, tools, tool_format, &events);
     engine::BatchUsage usage;
     bool finished = false, failed = false;
     int idle_polls = 0;

@@ -468,7 +468,7 @@ Err parse_tools(const json& b, OpenAiRequest* r) {
   const bool forcing =
       r->tool_choice.mode == ToolChoice::Mode::kRequired || r->tool_choice.mode == ToolChoice::Mode::kNamed;
   if (forcing && !r->has_user_grammar) {
-    auto gbnf = tool_call_grammar(r->tools, r->tool_choice.name, r->parallel_tool_calls);
+    auto gbnf = tool_call_grammar(r->tools, r->tool_choice.name, r->parallel_tool_calls, r->tool_format);
     if (!gbnf.ok()) return bad_request(gbnf.status().message(), "tool_choice");
     r->sampling.grammar = *gbnf;
   }
@@ -485,6 +485,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const RequestL
   if (auto e = parse_json_body(body, &b)) return e;
   if (auto e = parse_messages(b, out)) return e;
   if (auto e = parse_common(b, limits, out)) return e;
+  out->tool_format = limits.tool_format;
   if (auto e = parse_tools(b, out)) return e;
   // logprobs: a boolean plus top_logprobs (0..20).
   bool logprobs = false;

@@ -19,6 +19,7 @@
 #include "chat/chat_template.h"
 #include "sampling/config.h"
 #include "server/api_error.h"
+#include "server/tool_calls.h"
 
 namespace minfer::server {
 
@@ -34,6 +35,9 @@ struct RequestLimits {
   int32_t n_vocab = 0;
   int32_t n_slots = 1;               // `n` may be at most this (each choice takes a slot)
   sampling::SamplerConfig defaults;  // the server's sampling flags; request fields override them
+  // The model's tool-call syntax (detect_tool_call_format of its chat template): the forced-call grammar
+  // of tool_choice "required"/named is written in it.
+  ToolCallFormat tool_format = ToolCallFormat::kHermes;
 };
 
 struct OpenAiRequest {
@@ -59,6 +63,7 @@ struct OpenAiRequest {
   ToolChoice tool_choice;
   bool parallel_tool_calls = false;
   bool has_user_grammar = false;  // `grammar` given: it wins over the tool grammar
+  ToolCallFormat tool_format = ToolCallFormat::kHermes;  // from RequestLimits: how the answer's calls are parsed
 };
 
 // Parse and validate; nullopt on success. Errors are 400 invalid_request_error naming the field.

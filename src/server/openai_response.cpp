@@ -13,8 +13,8 @@ namespace minfer::server {
 
 using json = nlohmann::ordered_json;
 
-ChoiceAssembler::ChoiceAssembler(bool reasoning, bool starts_in_think, bool tools)
-    : splitter_(reasoning, starts_in_think), parse_tools_(tools) {}
+ChoiceAssembler::ChoiceAssembler(bool reasoning, bool starts_in_think, bool tools, ToolCallFormat format)
+    : splitter_(reasoning, starts_in_think), tools_(format), parse_tools_(tools && format != ToolCallFormat::kNone) {}
 
 void ChoiceAssembler::absorb(ReasoningSplitter::Output r, bool final, Delta* d) {
   d->reasoning = std::move(r.reasoning);

@@ -30,8 +30,10 @@ struct Delta {
 
 class ChoiceAssembler {
  public:
-  // reasoning: split a leading <think> block; starts_in_think: the prompt opened it; tools: parse calls.
-  ChoiceAssembler(bool reasoning, bool starts_in_think, bool tools);
+  // reasoning: split a leading <think> block; starts_in_think: the prompt opened it; tools: parse calls
+  // in `format`, the model's syntax (detect_tool_call_format of its template; kNone parses nothing).
+  ChoiceAssembler(bool reasoning, bool starts_in_think, bool tools,
+                  ToolCallFormat format = ToolCallFormat::kHermes);
   Delta push(std::string_view text);
   Delta finish();  // end of generation: what was held back
 

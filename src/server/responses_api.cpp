@@ -730,6 +730,7 @@ HttpResponse Server::responses_create(const HttpRequest& req, const std::functio
   limits.n_vocab = engine_->n_vocab();
   limits.n_slots = batcher_->options().n_slots;
   limits.defaults = options_.sampling;
+  limits.tool_format = detect_tool_call_format(template_->source());
   OpenAiRequest r;
   if (auto err = parse_chat_request(rr.chat_body.dump(), limits, &r)) return error_response(rename_param(*err));
 
@@ -765,6 +766,7 @@ HttpResponse Server::responses_create(const HttpRequest& req, const std::functio
   const std::string model = options_.model_id;
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const bool tools = !r.tools.is_null();
+  const ToolCallFormat tool_format = r.tool_format;
   const bool reasoning = options_.reasoning;
   std::shared_ptr<ResponsesStore> store = responses_store_;
   // The final response object (and the stored conversation when store: true).
@@ -786,7 +788,7 @@ HttpResponse Server::responses_create(const HttpRequest& req, const std::functio
   };
 
   if (!rr.stream) {
-    ChoiceAssembler assembler(reasoning, starts_in_think, tools);
+    ChoiceAssembler assembler(reasoning, starts_in_think, tools, tool_format);
     OutputBuilder builder(nullptr);
     Outcome o = pump(*handle, assembler, builder, client_alive);
     in_flight_.fetch_sub(1);
@@ -819,7 +821,7 @@ HttpResponse Server::responses_create(const HttpRequest& req, const std::functio
   };
   std::shared_ptr<StreamGuard> guard(new StreamGuard{this, handle});
   auto shared_rr = std::make_shared<ResponsesRequest>(std::move(rr));
-  res.stream = [guard, handle, shared_rr, id, created, model, reasoning, starts_in_think, tools,
+  res.stream = [guard, handle, shared_rr, id, created, model, reasoning, starts_in_think, tools, tool_format,
                 conclude](ResponseStream& out) {
     const ResponsesRequest& fields = *shared_rr;
     int64_t sequence = 0;
@@ -833,7 +835,7 @@ HttpResponse Server::responses_create(const HttpRequest& req, const std::functio
     json initial = response_object(id, created, model, fields, "in_progress", json::array(), nullptr);
     emit({{"type", "response.created"}, {"response", initial}});
     emit({{"type", "response.in_progress"}, {"response", initial}});
-    ChoiceAssembler assembler(reasoning, starts_in_think, tools);
+    ChoiceAssembler assembler(reasoning, starts_in_think, tools, tool_format);
     OutputBuilder builder(emit);
     Outcome o = pump(*handle, assembler, builder, [&] { return ok && out.alive(); }, &broken);
     if (o.cancelled || !ok) {

@@ -52,7 +52,8 @@ struct ChoiceState {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
        offsets = json::array();  // legacy
   int32_t n_streamed_calls = 0;
-  ChoiceState(bool reasoning, bool think, bool tools) : assembler(reasoning, think, tools) {}
+  ChoiceState(bool reasoning, bool think, bool tools, ToolCallFormat format)
+      : assembler(reasoning, think, tools, format) {}
 };
 
 }  // namespace
@@ -278,6 +279,7 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
   limits.n_vocab = engine_->n_vocab();
   limits.n_slots = batcher_->options().n_slots;
   limits.defaults = options_.sampling;
+  limits.tool_format = detect_tool_call_format(template_->source());
   OpenAiRequest r;
   if (auto err =
           chat ? parse_chat_request(req.body, limits, &r) : parse_completion_request(req.body, limits, &r))
@@ -321,7 +323,7 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
   const bool tools = chat && !r.tools.is_null();
   const bool reasoning = chat && options_.reasoning;
   auto choices = std::make_shared<std::vector<ChoiceState>>();
-  for (int32_t i = 0; i < r.n; ++i) choices->emplace_back(reasoning, starts_in_think, tools);
+  for (int32_t i = 0; i < r.n; ++i) choices->emplace_back(reasoning, starts_in_think, tools, r.tool_format);
   const std::string id = make_response_id(chat ? "chatcmpl" : "cmpl");
   const std::string model = options_.model_id;
   const int64_t created = static_cast<int64_t>(std::time(nullptr));

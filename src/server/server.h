@@ -96,6 +96,7 @@ class Server {
   // Shared with the API front ends kept in their own files (anthropic_api.cpp); valid once ready().
   engine::Engine& engine() const { return *engine_; }
   engine::Batcher& batcher() const { return *batcher_; }
+  const chat::ChatTemplate& chat_template() const { return *template_; }
   // The chat template applied to `inputs` (bos/eos filled in) as prompt tokens, BOS added when the
   // model wants one; *starts_in_think when reasoning is on and the rendered prompt opens a <think>.
   // A template failure is a 400 naming `field`. No context-length check here.
