@@ -6,10 +6,12 @@
 //   - types: `<0xNN>` -> BYTE, the unk token -> UNKNOWN, else NORMAL; every added_tokens_decoder entry ->
 //     CONTROL when marked special or looking special (`<|...|>`, `<unused...>`, `<pad>`, `<mask>`, ...),
 //     else USER_DEFINED with its `▁` written as spaces ("pre-normalize user-defined spaces");
-//   - scores: added tokens -1000 as convert writes; pieces get -id. SentencePiece stores a BPE model's
-//     pieces in merge order with decreasing scores, so -id keeps the order llama.cpp merges by. (Without
-//     tokenizer.model, convert_hf_to_gguf.py's LlamaHfVocab writes -1000 for every piece, which makes
-//     llama.cpp merge leftmost-first instead of in merge order; we do not copy that.)
+//   - scores: added tokens -1000 as convert writes; a piece that a merge produces gets minus the rank of
+//     the first merge producing it, any other piece -(number of merges + id), byte and unk tokens 0.
+//     Hugging Face's converter lists the merges in the order of the SentencePiece scores, so this keeps
+//     the order llama.cpp merges by (piece ids alone would not: whitespace-run pieces such as `▁▁` have
+//     low ids but merge late). Without tokenizer.model, convert_hf_to_gguf.py's LlamaHfVocab writes -1000
+//     for every piece, which makes llama.cpp merge leftmost-first; we do not copy that.
 //   - add_space_prefix: tokenizer.json's normalizer prepends `▁` (Llama 2, Mistral: true; Gemma 3: false,
 //     which convert also forces for Gemma 3).
 #include "tools/hf_spm_vocab.h"
@@ -81,6 +83,31 @@ Result<SpmVocab> spm_vocab_from_hf(const json& tok, const json& tcfg, const json
   if (n_vocab <= 0 || n_vocab > (int64_t{1} << 24))
     return invalid_argument("convert: implausible vocabulary size {}", n_vocab);
 
+  // Rank of the first merge that produces each token (see the scores above).
+  std::map<int64_t, int64_t> first_rank;
+  int64_t n_merges = 0;
+  if (model.contains("merges") && model["merges"].is_array()) {
+    for (const json& m : model["merges"]) {
+      std::string joined;
+      if (m.is_string()) {
+        const std::string t = m.get<std::string>();
+        const size_t space = t.size() > 1 ? t.find(' ', 1) : std::string::npos;
+        if (space == std::string::npos)
+          return invalid_argument("convert: tokenizer.json merge #{} '{}' has no space", n_merges, t);
+        joined = t.substr(0, space) + t.substr(space + 1);
+      } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+        joined = m[0].get<std::string>() + m[1].get<std::string>();
+      } else {
+        return invalid_argument("convert: tokenizer.json merge #{} is neither \"a b\" nor [\"a\", \"b\"]",
+                                n_merges);
+      }
+      if (auto it = model["vocab"].find(joined); it != model["vocab"].end() && it->is_number_unsigned()) {
+        first_rank.emplace(it->get<int64_t>(), n_merges);
+      }
+      ++n_merges;
+    }
+  }
+
   SpmVocab v;
   const auto n = static_cast<size_t>(n_vocab);
   v.tokens.resize(n);
@@ -104,7 +131,9 @@ Result<SpmVocab> spm_vocab_from_hf(const json& tok, const json& tcfg, const json
       v.scores[i] = 0.0f;
     } else {
       v.types[i] = kNormal;
-      v.scores[i] = -static_cast<float>(i);
+      const auto r = first_rank.find(static_cast<int64_t>(i));
+      v.scores[i] =
+          -static_cast<float>(r != first_rank.end() ? r->second : n_merges + static_cast<int64_t>(i));
     }
   }
   // tokenizer_config.json's added_tokens_decoder (convert's loop), else tokenizer.json's added_tokens.
