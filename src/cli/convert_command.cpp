@@ -28,7 +28,17 @@ int convert_command(const Args& args) {
       ->capture_default_str();
   app.add_option("--name", options.name, "general.name (default: the folder's name)");
   app.add_option("-t,--threads", options.n_threads, "threads for quantized outtypes")->capture_default_str();
+  bool vocab_only = false;
+  app.add_flag("--vocab-only", vocab_only,
+               "write only the vocabulary (tokenizer.json, tokenizer_config.json, config.json; no weights needed)");
   if (int code = parse_args(app, args); code >= 0) return code;
+  if (vocab_only) {
+    auto report = tools::convert_vocab_only(options);
+    if (!report.ok()) return fail(report.status());
+    fmt::print("wrote {}: {} vocabulary only ({} tokens, {:.1f} MB)\n", options.output, report->arch, report->n_vocab,
+               static_cast<double>(report->bytes_out) / 1e6);
+    return 0;
+  }
 
   const bool tty = isatty(fileno(stderr)) != 0;
   const auto start = std::chrono::steady_clock::now();

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/byte_unicode.h"
+#include "tokenizer/spm.h"
 
 namespace minfer::tokenizer {
 namespace {
@@ -111,6 +112,8 @@ class WordCache {
 struct ThreadState {
   WordCache cache;
   BpeScratch scratch;
+  SpmScratch spm;
+  std::string escaped;    // a SentencePiece fragment with spaces as `▁`
   std::string word_text;  // a word in the vocabulary's byte-to-unicode spelling (ignore_merges)
 };
 
@@ -138,6 +141,43 @@ struct Fragment {
   size_t off;
   size_t len;
 };
+
+// llama.cpp's clean_spaces passes over detokenized text, in its order: " ?", " !", " .", " ," lose the
+// space; a lone "'" between spaces loses both; " 's", " 'm", " 're", " 've" lose the space.
+void clean_spaces(std::string& text) {
+  auto pass = [&](auto&& body) {
+    const size_t n = text.size();
+    size_t total = n ? 1 : 0;
+    for (size_t i = 1; i < n; ++i) body(i, n, total);
+    text.resize(total);
+  };
+  pass([&](size_t i, size_t, size_t& total) {
+    const char x = text[i];
+    if (text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) --total;
+    text[total++] = x;
+  });
+  pass([&](size_t& i, size_t n, size_t& total) {
+    const char x = text[i];
+    if (x == '\'' && i + 1 < n && text[i - 1] == ' ' && text[i + 1] == ' ') {
+      --total;
+      text[++i] = '\0';
+    }
+    text[total++] = x;
+  });
+  pass([&](size_t i, size_t n, size_t& total) {
+    const char x = text[i];
+    if (text[i - 1] == ' ' && x == '\'' && i + 1 < n) {
+      const char x1 = text[i + 1];
+      if (x1 == 's' || x1 == 'm') {
+        --total;
+      } else if (x1 != 't' && x1 != 'd' && i + 2 < n) {
+        const char x2 = text[i + 2];
+        if ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e')) --total;
+      }
+    }
+    text[total++] = x;
+  });
+}
 
 }  // namespace
 
@@ -182,13 +222,93 @@ void Tokenizer::encode(std::string_view text, bool parse_special, std::vector<in
     }
     fragments.swap(next);
   }
+  // SentencePiece: a space before the first raw fragment and before each one that follows a special token
+  // (llama.cpp's is_prev_special, true at the start whether or not BOS is added).
+  const bool spm = vocab_->kind() == VocabKind::kSpm;
+  bool prev_special = true;
   for (const Fragment& f : fragments) {
     if (f.token >= 0) {
       out.push_back(f.token);
+      prev_special = true;
+    } else if (spm) {
+      encode_spm(text.substr(f.off, f.len), prev_special && vocab_->add_space_prefix(), out);
+      prev_special = false;
     } else {
       encode_text(text.substr(f.off, f.len), out);
+      prev_special = false;
     }
   }
+}
+
+void Tokenizer::encode_spm(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const {
+  ThreadState& ts = thread_state();
+  if (ts.cache.owner() != cache_key_) ts.cache.reset(cache_key_);
+  const Vocab& v = *vocab_;
+  constexpr std::string_view kSpace = "\xe2\x96\x81";
+  std::string& s = ts.escaped;
+  s.clear();
+  s.reserve(text.size() + text.size() / 4 + 3);
+  if (space_prefix) s += kSpace;
+  for (const char c : text) {
+    if (c == ' ') {
+      s += kSpace;
+    } else {
+      s += c;
+    }
+  }
+  // The merges never cross a cut before a `▁` whose preceding symbol no token joins to a `▁`
+  // (Vocab::spm_can_split_after), so each piece between such cuts is tokenized (and cached) on its own.
+  auto emit = [&](std::string_view piece) {
+    if (piece.size() > WordCache::kMaxWord) {
+      spm_tokenize(v, piece, ts.spm, out);
+      return;
+    }
+    const uint64_t h = hash_word(piece);
+    if (ts.cache.lookup(piece, h, out)) return;
+    const size_t first = out.size();
+    spm_tokenize(v, piece, ts.spm, out);
+    ts.cache.insert(piece, h, out.data() + first, out.size() - first);
+  };
+  const std::string_view all(s);
+  size_t start = 0, prev = 0;
+  for (size_t off = 0; off < all.size();) {
+    const size_t len = std::min(spm_char_len(static_cast<uint8_t>(all[off])), all.size() - off);
+    if (off > start && len == 3 && all.compare(off, 3, kSpace) == 0 &&
+        v.spm_can_split_after(all.substr(prev, off - prev))) {
+      emit(all.substr(start, off - start));
+      start = off;
+    }
+    prev = off;
+    off += len;
+  }
+  if (start < all.size()) emit(all.substr(start));
+}
+
+std::string Tokenizer::detokenize(std::span<const int32_t> ids, bool remove_special,
+                                  bool unparse_special) const {
+  const Vocab& v = *vocab_;
+  bool remove_space = v.add_space_prefix();
+  if (remove_special && v.add_bos() && !ids.empty() && ids.front() == v.special_ids().bos) {
+    remove_space = false;
+    ids = ids.subspan(1);
+  }
+  if (remove_special && v.add_eos() && !ids.empty() && ids.back() == v.special_ids().eos) {
+    ids = ids.first(ids.size() - 1);
+  }
+  std::string text;
+  for (const int32_t id : ids) {
+    if (id < 0 || id >= n_vocab()) {
+      remove_space = false;
+      continue;
+    }
+    std::string_view piece;
+    if (unparse_special || !v.has_attr(id, kAttrControl | kAttrUnknown)) piece = v.bytes(id);
+    if (remove_space && !piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+    remove_space = false;
+    text.append(piece);
+  }
+  if (v.clean_spaces()) clean_spaces(text);
+  return text;
 }
 
 void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {

@@ -1,6 +1,6 @@
-// Tokenizer: byte-level BPE text <-> token ids, loaded from a GGUF vocabulary, matching llama.cpp's
-// llama_tokenize(add_special=false) ids exactly for the `qwen2`/`deepseek-r1-qwen` and `qwen35`
-// pre-tokenizers.
+// Tokenizer: text <-> token ids, loaded from a GGUF vocabulary, matching llama.cpp's
+// llama_tokenize(add_special=false) ids exactly for byte-level BPE (`gpt2`: the `qwen2`/`deepseek-r1-qwen`,
+// `qwen35` and `llama-bpe` pre-tokenizers) and SentencePiece (`llama`: Llama 2, Mistral, Gemma 3).
 //
 //   MINFER_ASSIGN_OR_RETURN(gguf::File file, gguf::File::open(path));
 //   MINFER_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_gguf(file.metadata()));
@@ -28,9 +28,10 @@ namespace minfer::tokenizer {
 // threads at once (the word cache is per thread).
 class Tokenizer {
  public:
-  // Reads tokenizer.ggml.* keys. Refuses, naming the offending key or value: a model other than `gpt2`, a
-  // missing or unknown `tokenizer.ggml.pre`, missing tokens, an empty merge table, a vocabulary without all
-  // 256 byte tokens, duplicate tokens, a token_type array of the wrong length. Costs ~30 ms for 152k tokens.
+  // Reads tokenizer.ggml.* keys. Refuses, naming the offending key or value: a model other than `gpt2` or
+  // `llama`, a missing or unknown `tokenizer.ggml.pre` (gpt2), missing tokens, an empty merge table (gpt2),
+  // a vocabulary without all 256 byte tokens, duplicate tokens, a token_type or scores array of the wrong
+  // length. Costs ~30 ms for 152k tokens.
   static Result<Tokenizer> from_gguf(const gguf::Metadata& meta);
   // Same checks, from plain data (tests, converters).
   static Result<Tokenizer> from_spec(const VocabSpec& spec);
@@ -43,12 +44,20 @@ class Tokenizer {
   // Appends to `out` instead of returning a new vector.
   void encode(std::string_view text, bool parse_special, std::vector<int32_t>& out) const;
 
-  // Ids -> bytes: the concatenation of token_bytes(). Ids outside [0, n_vocab()) contribute nothing.
-  // The result may be invalid UTF-8 (for a cut-off id sequence); StreamDecoder never emits that.
+  // Ids -> bytes: the concatenation of token_bytes() (what streaming emits). Ids outside [0, n_vocab())
+  // contribute nothing. The result may be invalid UTF-8 (for a cut-off id sequence); StreamDecoder never
+  // emits that.
   std::string decode(std::span<const int32_t> ids) const;
+  // llama.cpp's llama_detokenize(ids, remove_special, unparse_special): the pieces, where the first one
+  // loses one leading space when the vocabulary adds a space prefix (unless remove_special drops a leading
+  // BOS first), CONTROL/UNKNOWN tokens render only with unparse_special, and llama-bpe vocabularies get
+  // llama.cpp's clean_spaces pass. Equals decode() for the Qwen vocabularies.
+  std::string detokenize(std::span<const int32_t> ids, bool remove_special = false,
+                         bool unparse_special = true) const;
 
   int32_t n_vocab() const { return vocab_->n_tokens(); }
-  // The raw bytes a token stands for: byte-unicode decoded for normal tokens, the text itself for control,
+  // The raw bytes a token stands for: byte-unicode decoded (gpt2) or `▁` -> space (llama) for normal tokens,
+  // the byte of a `<0xNN>` byte token, the text itself for control,
   // user-defined and unknown tokens, empty for unused/undefined ones (as llama.cpp renders them).
   // Aborts on an id outside [0, n_vocab()).
   const std::string& token_bytes(int32_t id) const { return vocab_->bytes(id); }
@@ -70,12 +79,15 @@ class Tokenizer {
   const std::vector<int32_t>& eog_ids() const { return vocab_->eog_ids(); }
   // CONTROL after llama.cpp's overrides (e.g. `</s>` in Qwen vocabularies). False for ids out of range.
   bool is_control(int32_t id) const { return vocab_->has_attr(id, kAttrControl); }
-  PreTokenizer pre_tokenizer() const { return vocab_->pre_tokenizer(); }
+  PreTokenizer pre_tokenizer() const { return vocab_->pre_tokenizer(); }  // meaningful for kBpe only
+  VocabKind kind() const { return vocab_->kind(); }
+  bool add_space_prefix() const { return vocab_->add_space_prefix(); }
   const Vocab& vocab() const { return *vocab_; }
 
  private:
   explicit Tokenizer(std::shared_ptr<const Vocab> vocab);
   void encode_text(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_spm(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const;
 
   std::shared_ptr<const Vocab> vocab_;
   uint64_t cache_key_ = 0;  // identifies this vocabulary for the per-thread word cache

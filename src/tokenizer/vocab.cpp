@@ -38,6 +38,23 @@ std::string byte_decode(std::string_view text) {
   return out;
 }
 
+constexpr std::string_view kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's space
+
+// SentencePiece piece -> text: every `▁` becomes a space (llama.cpp's llama_unescape_whitespace).
+std::string unescape_spaces(std::string_view t) {
+  std::string out;
+  out.reserve(t.size());
+  for (size_t i = 0; i < t.size();) {
+    if (t.substr(i, 3) == kSpace) {
+      out += ' ';
+      i += 3;
+    } else {
+      out += t[i++];
+    }
+  }
+  return out;
+}
+
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -151,6 +168,38 @@ Status Vocab::index_merges(std::span<const std::string> merges) {
   return Status::ok_status();
 }
 
+Status Vocab::build_spm_bytes() {
+  // llama.cpp's byte_to_token for SentencePiece: `<0xNN>` (upper-case hex), else the one-byte token itself.
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  for (int b = 0; b < 256; ++b) {
+    const char name[] = {'<', '0', 'x', kHex[b >> 4], kHex[b & 15], '>'};
+    int32_t id = find(std::string_view(name, sizeof(name)));
+    if (id < 0 && b != 0) id = find(std::string_view(reinterpret_cast<const char*>(&b), 1));
+    if (id < 0) {
+      return invalid_argument(
+          "tokenizer: the SentencePiece vocabulary has no byte token <0x{:02X}> (byte fallback needs all "
+          "256)",
+          b);
+    }
+    byte_ids_[static_cast<size_t>(b)] = id;
+  }
+  // Where a text may be cut into independent pieces (see spm_can_split_after): collect, for every `▁`
+  // inside a token (not at its start), the 1-4 bytes before it.
+  for (int32_t id = 0; id < n_tokens(); ++id) {
+    const std::string_view t = text(id);
+    for (size_t p = t.find(kSpace, 1); p != std::string_view::npos; p = t.find(kSpace, p + 1)) {
+      for (size_t k = 1; k <= 4 && k <= p; ++k) spm_no_split_.emplace_back(t.substr(p - k, k));
+    }
+  }
+  std::sort(spm_no_split_.begin(), spm_no_split_.end());
+  spm_no_split_.erase(std::unique(spm_no_split_.begin(), spm_no_split_.end()), spm_no_split_.end());
+  return Status::ok_status();
+}
+
+bool Vocab::spm_can_split_after(std::string_view x) const {
+  return x != kSpace && !std::binary_search(spm_no_split_.begin(), spm_no_split_.end(), x);
+}
+
 void Vocab::apply_name_rules() {
   auto detect = [&](int32_t& id, std::initializer_list<std::string_view> names) {
     if (id >= 0) return;
@@ -253,16 +302,29 @@ void Vocab::apply_name_rules() {
 
 Result<Vocab> Vocab::build(const VocabSpec& spec) {
   Vocab v;
-  if (spec.model != "gpt2") {
-    return unsupported("tokenizer: tokenizer.ggml.model '{}' is not supported (only 'gpt2' byte-level BPE)",
-                       spec.model);
+  if (spec.model == "gpt2") {
+    v.kind_ = VocabKind::kBpe;
+  } else if (spec.model == "llama") {
+    v.kind_ = VocabKind::kSpm;
+  } else {
+    return unsupported(
+        "tokenizer: tokenizer.ggml.model '{}' is not supported ('gpt2' byte-level BPE or 'llama' "
+        "SentencePiece)",
+        spec.model);
   }
-  if (spec.pre.empty()) {
-    return invalid_argument(
-        "tokenizer: tokenizer.ggml.pre is missing; minfer needs the pre-tokenizer name "
-        "(qwen2, deepseek-r1-qwen or qwen35)");
+  const bool bpe = v.kind_ == VocabKind::kBpe;
+  if (bpe) {
+    if (spec.pre.empty()) {
+      return invalid_argument(
+          "tokenizer: tokenizer.ggml.pre is missing; minfer needs the pre-tokenizer name "
+          "(qwen2, deepseek-r1-qwen, qwen35 or llama-bpe)");
+    }
+    MINFER_ASSIGN_OR_RETURN(v.pre_, pre_tokenizer_from_name(spec.pre));
+    v.clean_spaces_ =
+        v.pre_ == PreTokenizer::kLlama3;  // llama.cpp: clean_spaces stays on for llama3 only here
+  } else {
+    v.add_space_prefix_ = spec.add_space_prefix;
   }
-  MINFER_ASSIGN_OR_RETURN(v.pre_, pre_tokenizer_from_name(spec.pre));
   if (spec.tokens.empty()) return invalid_argument("tokenizer: tokenizer.ggml.tokens is empty");
   if (spec.tokens.size() >= 0x7fffffffu) {
     return invalid_argument("tokenizer: tokenizer.ggml.tokens has {} entries", spec.tokens.size());
@@ -272,7 +334,11 @@ Result<Vocab> Vocab::build(const VocabSpec& spec) {
     return invalid_argument("tokenizer: tokenizer.ggml.token_type has {} entries for {} tokens",
                             spec.token_types.size(), spec.tokens.size());
   }
-  if (spec.merges.empty()) return invalid_argument("tokenizer: tokenizer.ggml.merges is empty");
+  if (bpe && spec.merges.empty()) return invalid_argument("tokenizer: tokenizer.ggml.merges is empty");
+  if (!bpe && !spec.scores.empty() && spec.scores.size() < spec.tokens.size()) {
+    return invalid_argument("tokenizer: tokenizer.ggml.scores has {} entries for {} tokens",
+                            spec.scores.size(), spec.tokens.size());
+  }
 
   // Strings, types and attributes.
   size_t total = 0;
@@ -289,6 +355,7 @@ Result<Vocab> Vocab::build(const VocabSpec& spec) {
     } else {
       v.texts_ += t;
     }
+    v.max_token_len_ = std::max<size_t>(v.max_token_len_, v.texts_.size() - v.offsets_.back());
     const int32_t type = spec.token_types.empty() ? 1 : spec.token_types[static_cast<size_t>(id)];
     v.types_[static_cast<size_t>(id)] = static_cast<uint8_t>(type >= 0 && type <= 6 ? type : 0);
     v.attrs_[static_cast<size_t>(id)] = attr_of_type(type);
@@ -296,18 +363,23 @@ Result<Vocab> Vocab::build(const VocabSpec& spec) {
   v.offsets_.push_back(static_cast<uint32_t>(v.texts_.size()));
   MINFER_RETURN_IF_ERROR(v.index_texts());
 
-  for (int b = 0; b < 256; ++b) {
-    std::string t;
-    append_utf8(byte_to_codepoint(static_cast<uint8_t>(b)), t);
-    v.byte_ids_[static_cast<size_t>(b)] = v.find(t);
-    if (v.byte_ids_[static_cast<size_t>(b)] < 0) {
-      return invalid_argument(
-          "tokenizer: the vocabulary has no token for byte 0x{:02x} ('{}'); byte-level BPE "
-          "needs all 256",
-          b, t);
+  if (bpe) {
+    for (int b = 0; b < 256; ++b) {
+      std::string t;
+      append_utf8(byte_to_codepoint(static_cast<uint8_t>(b)), t);
+      v.byte_ids_[static_cast<size_t>(b)] = v.find(t);
+      if (v.byte_ids_[static_cast<size_t>(b)] < 0) {
+        return invalid_argument(
+            "tokenizer: the vocabulary has no token for byte 0x{:02x} ('{}'); byte-level BPE "
+            "needs all 256",
+            b, t);
+      }
     }
+    MINFER_RETURN_IF_ERROR(v.index_merges(spec.merges));
+  } else {
+    MINFER_RETURN_IF_ERROR(v.build_spm_bytes());
+    if (!spec.scores.empty()) v.scores_.assign(spec.scores.begin(), spec.scores.begin() + n);
   }
-  MINFER_RETURN_IF_ERROR(v.index_merges(spec.merges));
 
   // Special ids from the GGUF: out-of-range values are ignored with a warning, as llama.cpp does.
   v.ids_ = spec.ids;
@@ -342,6 +414,8 @@ Result<Vocab> Vocab::build(const VocabSpec& spec) {
     std::string& out = v.bytes_[static_cast<size_t>(id)];
     if (a & (kAttrUnknown | kAttrControl | kAttrUserDefined)) {
       out.assign(t);
+    } else if ((a & kAttrNormal) && !bpe) {
+      out = unescape_spaces(t);
     } else if (a & kAttrNormal) {
       out = byte_decode(t);
     } else if ((a & kAttrByte) && t.size() == 6 && t.substr(0, 3) == "<0x" && t.back() == '>') {

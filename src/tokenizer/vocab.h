@@ -1,5 +1,6 @@
-// Vocab: the token table of a byte-level BPE model (strings, types, raw bytes, merges, special ids and
-// llama.cpp's name-based special-token rules), built from plain data. No GGUF knowledge here.
+// Vocab: the token table of a byte-level BPE (`gpt2`) or SentencePiece (`llama`) model (strings, types, raw
+// bytes, merges or scores, special ids and llama.cpp's name-based special-token rules), built from plain
+// data. No GGUF knowledge here.
 #pragma once
 
 #include <array>
@@ -36,6 +37,10 @@ enum TokenAttr : uint8_t {
   kAttrByte = 1 << 5,
 };
 
+// tokenizer.ggml.model: `gpt2` (byte-level BPE with merges and a pre-tokenizer) or `llama` (SentencePiece:
+// score-driven merges over UTF-8 characters, `▁` for spaces, `<0xNN>` byte fallback).
+enum class VocabKind : uint8_t { kBpe, kSpm };
+
 // Special token ids, -1 when absent.
 struct SpecialIds {
   int32_t bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, sep = -1, pad = -1, mask = -1;
@@ -44,14 +49,17 @@ struct SpecialIds {
 
 // Plain description of a vocabulary, as tokenizer.ggml.* holds it. Spans must outlive Vocab::build only.
 struct VocabSpec {
-  std::string model;                    // tokenizer.ggml.model; must be "gpt2"
-  std::string pre;                      // tokenizer.ggml.pre
-  std::span<const std::string> tokens;  // GPT-2 byte-unicode strings, id order
+  std::string model;  // tokenizer.ggml.model: "gpt2" or "llama"
+  std::string pre;    // tokenizer.ggml.pre (gpt2 only; SentencePiece has none)
+  std::span<const std::string>
+      tokens;  // gpt2: GPT-2 byte-unicode strings; llama: `▁`-escaped pieces; id order
   std::vector<int32_t> token_types;     // TokenType per token; empty = all NORMAL
-  std::span<const std::string> merges;  // "left right", rank order
+  std::span<const std::string> merges;  // gpt2: "left right", rank order
+  std::vector<float> scores;            // llama: merge priority per token (higher first); empty = all 0
   SpecialIds ids;                       // from the *_token_id keys (-1 = key absent)
   bool add_bos = false;
   bool add_eos = false;
+  bool add_space_prefix = false;  // llama: a space before the first fragment and after each special
 };
 
 class Vocab {
@@ -70,6 +78,17 @@ class Vocab {
   int32_t byte_token(uint8_t b) const { return byte_ids_[b]; }
   const std::array<int32_t, 256>& byte_ids() const { return byte_ids_; }
   const MergeTable& merges() const { return merges_; }
+  VocabKind kind() const { return kind_; }
+  // SentencePiece: the token's score (0 for BPE vocabularies).
+  float score(int32_t id) const { return scores_.empty() ? 0.0f : scores_[static_cast<size_t>(id)]; }
+  size_t max_token_len() const { return max_token_len_; }
+  // SentencePiece: true when no token contains `x▁` with x (1-4 bytes) a complete prefix symbol other than
+  // at a token's start, i.e. a text may be cut before a `▁` that follows x without changing the merges.
+  bool spm_can_split_after(std::string_view x) const;
+  bool add_space_prefix() const { return add_space_prefix_; }
+  // llama.cpp's clean_spaces (detokenization drops spaces before ?!., and in contractions): true for the
+  // llama-bpe pre-tokenizer, false for the Qwen ones and SentencePiece.
+  bool clean_spaces() const { return clean_spaces_; }
   // CONTROL / USER_DEFINED / UNKNOWN tokens, longest text first (llama.cpp's special-token cache order).
   const std::vector<int32_t>& specials() const { return specials_; }
   bool is_eog(int32_t id) const { return id >= 0 && id < n_tokens() && eog_[static_cast<size_t>(id)] != 0; }
@@ -101,6 +120,14 @@ class Vocab {
   bool add_bos_ = false;
   bool add_eos_ = false;
   PreTokenizer pre_ = PreTokenizer::kQwen2;
+  VocabKind kind_ = VocabKind::kBpe;
+  std::vector<float> scores_;
+  size_t max_token_len_ = 0;
+  std::vector<std::string> spm_no_split_;  // sorted byte strings x for which some token holds x + "▁" inside
+  bool add_space_prefix_ = false;
+  bool clean_spaces_ = false;
+
+  Status build_spm_bytes();
 };
 
 }  // namespace minfer::tokenizer

@@ -42,9 +42,18 @@ Result<Tokenizer> Tokenizer::from_gguf(const gguf::Metadata& meta) {
     spec.token_types.reserve(types.size());
     for (const int64_t t : types) spec.token_types.push_back(t >= 0 && t <= 6 ? static_cast<int32_t>(t) : 0);
   }
-  // The model check comes first so that a non-BPE vocabulary is refused for what it is.
+  // The model check comes first so that an unknown vocabulary is refused for what it is.
   if (spec.model == "gpt2") {
     MINFER_ASSIGN_OR_RETURN(spec.merges, string_array(meta, "tokenizer.ggml.merges"));
+  } else if (spec.model == "llama") {
+    // llama.cpp's SentencePiece defaults, before the keys: BOS 1, EOS 2, UNK 0, add BOS, a space prefix.
+    spec.ids.bos = 1;
+    spec.ids.eos = 2;
+    spec.ids.unk = 0;
+    if (meta.contains("tokenizer.ggml.scores")) {
+      MINFER_ASSIGN_OR_RETURN(spec.scores, meta.get_f32_array("tokenizer.ggml.scores"));
+    }
+    MINFER_ASSIGN_OR_RETURN(spec.add_space_prefix, meta.get_bool_or("tokenizer.ggml.add_space_prefix", true));
   }
 
   const std::pair<std::string_view, int32_t*> id_keys[] = {
@@ -68,9 +77,11 @@ Result<Tokenizer> Tokenizer::from_gguf(const gguf::Metadata& meta) {
       {"tokenizer.ggml.middle_token_id", &spec.ids.fim_mid},
   };
   for (const auto& [key, id] : id_keys) MINFER_RETURN_IF_ERROR(read_id(meta, key, id));
-  // llama.cpp adds BOS by default for the llama3 pre-tokenizer; the GGUF key overrides either way.
+  // llama.cpp adds BOS by default for the llama3 pre-tokenizer and SentencePiece; the GGUF key overrides
+  // either way.
   const bool llama3 = spec.pre == "llama-bpe" || spec.pre == "llama3" || spec.pre == "llama-v3";
-  MINFER_ASSIGN_OR_RETURN(spec.add_bos, meta.get_bool_or("tokenizer.ggml.add_bos_token", llama3));
+  MINFER_ASSIGN_OR_RETURN(spec.add_bos,
+                          meta.get_bool_or("tokenizer.ggml.add_bos_token", llama3 || spec.model == "llama"));
   MINFER_ASSIGN_OR_RETURN(spec.add_eos, meta.get_bool_or("tokenizer.ggml.add_eos_token", false));
   return from_spec(spec);
 }

@@ -19,6 +19,7 @@
 
 #include "core/fp16.h"
 #include "gguf/writer.h"
+#include "tools/hf_spm_vocab.h"
 #include "tools/quantize.h"
 #include "tools/safetensors.h"
 
@@ -31,6 +32,9 @@ using nlohmann::json;
 // The split regex of Qwen2/2.5/3 tokenizers (llama.cpp pre-tokenizer "qwen2").
 constexpr char kQwen2Regex[] =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// Llama 3's: digits in runs of up to three (llama.cpp pre-tokenizer "llama-bpe").
+constexpr char kLlama3Regex[] =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // Qwen3.5's variant: letters include marks (llama.cpp pre-tokenizer "qwen35").
 constexpr char kQwen35Regex[] =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
@@ -147,6 +151,22 @@ Result<gguf::Metadata> hf_tokenizer_metadata(const std::string& dir) {
     return unsupported("convert: tokenizer.json model type '{}' is not supported (byte-level BPE only)",
                        model.contains("type") && model["type"].is_string() ? model["type"].get<std::string>() : "?");
   }
+  gguf::Metadata md;
+  std::map<int64_t, std::pair<std::string, bool>> added;  // id -> (content, special)
+  int64_t n_vocab = 0;
+  if (is_spm_tokenizer_json(tok)) {
+    // SentencePiece (Llama 2, Mistral, Gemma 3), as _set_vocab_sentencepiece writes it.
+    MINFER_ASSIGN_OR_RETURN(SpmVocab sv, spm_vocab_from_hf(tok, tcfg, cfg));
+    n_vocab = static_cast<int64_t>(sv.tokens.size());
+    added = std::move(sv.added);
+    md.set("tokenizer.ggml.model", gguf::Value::string("llama"));
+    md.set("tokenizer.ggml.pre", gguf::Value::string("default"));
+    md.set("tokenizer.ggml.tokens", gguf::Value::array(gguf::Array::of_strings(std::move(sv.tokens))));
+    md.set("tokenizer.ggml.scores", gguf::Value::array(gguf::Array::of(gguf::ValueType::F32, sv.scores)));
+    md.set("tokenizer.ggml.token_type", gguf::Value::array(gguf::Array::of(gguf::ValueType::I32, sv.types)));
+    md.set("tokenizer.ggml.add_space_prefix", gguf::Value::boolean(sv.add_space_prefix));
+    md.set("tokenizer.ggml.remove_extra_whitespaces", gguf::Value::boolean(false));
+  } else {
   // Pre-tokenizer: the Split regex decides llama.cpp's pre-tokenizer name.
   std::string regex;
   if (tok.contains("pre_tokenizer") && tok["pre_tokenizer"].is_object()) {
@@ -165,7 +185,8 @@ Result<gguf::Metadata> hf_tokenizer_metadata(const std::string& dir) {
   std::string pre;
   if (regex == kQwen2Regex) pre = "qwen2";
   else if (regex == kQwen35Regex) pre = "qwen35";
-  else return unsupported("convert: tokenizer.json pre-tokenizer regex '{}' is not a known Qwen one (qwen2, qwen35)", regex);
+  else if (regex == kLlama3Regex) pre = "llama-bpe";
+  else return unsupported("convert: tokenizer.json pre-tokenizer regex '{}' is not a known one (qwen2, qwen35, llama-bpe)", regex);
 
   if (!model.contains("vocab") || !model["vocab"].is_object()) return invalid_argument("convert: tokenizer.json has no model.vocab");
   std::map<int64_t, std::string> by_id;
@@ -173,7 +194,6 @@ Result<gguf::Metadata> hf_tokenizer_metadata(const std::string& dir) {
     if (!id.is_number_unsigned()) return invalid_argument("convert: tokenizer.json vocab id of '{}' is not an integer", text);
     by_id[id.get<int64_t>()] = text;
   }
-  std::map<int64_t, std::pair<std::string, bool>> added;  // id -> (content, special)
   if (tok.contains("added_tokens") && tok["added_tokens"].is_array()) {
     for (const json& a : tok["added_tokens"]) {
       if (!a.is_object() || !a.contains("id") || !a["id"].is_number_unsigned() || !a.contains("content") ||
@@ -184,7 +204,7 @@ Result<gguf::Metadata> hf_tokenizer_metadata(const std::string& dir) {
       by_id[a["id"].get<int64_t>()] = a["content"].get<std::string>();
     }
   }
-  int64_t n_vocab = by_id.empty() ? 0 : by_id.rbegin()->first + 1;
+  n_vocab = by_id.empty() ? 0 : by_id.rbegin()->first + 1;
   if (cfg.contains("vocab_size") && cfg["vocab_size"].is_number_unsigned()) {
     n_vocab = std::max<int64_t>(n_vocab, cfg["vocab_size"].get<int64_t>());
   }
@@ -218,12 +238,12 @@ Result<gguf::Metadata> hf_tokenizer_metadata(const std::string& dir) {
     }
   }
 
-  gguf::Metadata md;
   md.set("tokenizer.ggml.model", gguf::Value::string("gpt2"));
   md.set("tokenizer.ggml.pre", gguf::Value::string(pre));
   md.set("tokenizer.ggml.tokens", gguf::Value::array(gguf::Array::of_strings(std::move(tokens))));
   md.set("tokenizer.ggml.token_type", gguf::Value::array(gguf::Array::of(gguf::ValueType::I32, types)));
   md.set("tokenizer.ggml.merges", gguf::Value::array(gguf::Array::of_strings(std::move(merges))));
+  }
   // Special ids as gguf.SpecialVocab finds them: the tokenizer_config.json token (looked up among the
   // added tokens) first, then config.json's <type>_token_id; written in the order they were found.
   static const std::pair<const char*, const char*> kSpecial[] = {

@@ -39,6 +39,11 @@ struct ConvertReport {
 // unknown pre-tokenizer regex, or an unknown outtype.
 Result<ConvertReport> convert_hf(const ConvertOptions& options);
 
+// `convert --vocab-only`: a GGUF with no tensors holding the tokenizer.* keys, general.architecture and
+// the hyper-parameters config.json gives (llama.cpp reads them even for a vocabulary-only load), as
+// convert_hf_to_gguf.py --vocab-only writes. Needs tokenizer.json and config.json `architectures`; no weights.
+Result<ConvertReport> convert_vocab_only(const ConvertOptions& options);
+
 // The tokenizer.* keys (and nothing else) that convert writes, from tokenizer.json, tokenizer_config.json
 // and config.json in `dir`: tokens, token types, merges, special ids, add_bos, chat template.
 Result<gguf::Metadata> hf_tokenizer_metadata(const std::string& dir);
