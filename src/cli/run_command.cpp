@@ -262,6 +262,7 @@ int run_command(const Args& argv) {
   if (!kv_type.ok()) return fail(kv_type.status());
   options.cache_type = *kv_type;
   options.offload = *offload;
+  options.quiet = true;  // the placement line is printed once, for the engine that runs (it may be reloaded)
 
   // A path, a split part, a cached short name, or an hf:/ollama: URI (downloaded into the cache first).
   auto model_path = resolve_model_arg(args.model);
@@ -295,6 +296,7 @@ int run_command(const Args& argv) {
     }
   }
   engine::Engine& engine = **loaded;
+  engine.print_placement();
   if (Status st = sampling.validate(engine.n_vocab()); !st.ok()) return fail(st);
   auto inspect_env = InspectEnv::attach(engine);  // MINFER_DUMP_DIR / MINFER_TRACE
   if (!inspect_env.ok()) return fail(inspect_env.status());

@@ -76,11 +76,13 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& path, const Engi
                                : kv_device == e->kv_->bytes() ? std::string(plan.device->name())
                                                                : fmt::format("{} and CPU", plan.device->name());
   e->placement_ = placement_line(plan, e->kv_->bytes(), kv_where, decode_plan->splits.size());
-  if ((plan.device != nullptr || off.explicit_request) && !options.quiet &&
-      log_level() <= LogLevel::kWarn) {
-    fmt::print(stderr, "minfer: {}\n", e->placement_);
-  }
+  if (!options.quiet) e->print_placement();
   return e;
+}
+
+void Engine::print_placement() const {
+  if ((offload_.device != nullptr || options_.offload.explicit_request) && log_level() <= LogLevel::kWarn)
+    fmt::print(stderr, "minfer: {}\n", placement_);
 }
 
 std::shared_ptr<const sampling::VocabView> Engine::sampling_vocab() {

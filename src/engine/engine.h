@@ -83,6 +83,9 @@ class Engine {
   std::vector<std::string> backend_names() const { return scheduler_->backend_names(); }
   // The load's placement: blocks per backend, device weight and KV MiB, device, splits per step.
   const std::string& placement() const { return placement_; }
+  // Prints it to stderr ("minfer: placement: ...") when a device backend is in use or the options asked
+  // for backends or layers; load() does unless EngineOptions::quiet.
+  void print_placement() const;
   int32_t n_gpu_layers() const { return offload_.n_gpu_layers; }
   int64_t n_graph_builds() const { return scheduler_->n_builds(); }
   // Observers of every executed node (dumps, traces, the visualizer; sched/observer.h). Not owned; add and

@@ -445,6 +445,15 @@ Status Scheduler::execute_observed(Plan& plan, const backend::ExecContext& ctx) 
       const bool has_data = n.op != OpKind::kKvStore && n.op != OpKind::kWeight;
       ev.data =
           has_data && (host || n.op == OpKind::kInput) ? plan.data[static_cast<size_t>(ev.id)] : nullptr;
+      if (has_data && ev.data == nullptr && !b.host_memory()) {  // a device node: observers read a host copy
+        observed_.resize(static_cast<size_t>(n.n_elements()));
+        st = b.download(observed_.data(), plan.data[static_cast<size_t>(ev.id)], observed_.size() * sizeof(float));
+        if (!st.ok()) {
+          for (NodeObserver* o : observers_) o->end_step(plan, false);
+          return st.with_context(fmt::format("{}: reading node {} for its observers: ", b.name(), ev.id));
+        }
+        ev.data = observed_.data();
+      }
       for (NodeObserver* o : observers_) o->on_node(plan, ev);
     }
   }

@@ -122,6 +122,7 @@ class Scheduler {
   std::vector<NodeObserver*> observers_;
   Placement placement_;
   std::vector<void*> split_data_;  // plan.data with a split's staged inputs swapped in (reused)
+  std::vector<float> observed_;    // a device node's output copied for the observers
 };
 
 }  // namespace minfer::sched

@@ -132,6 +132,73 @@ TEST(VulkanOffload, FixtureQwen3F16MatchesTheCpuAtEveryLayerCount) {
   expect_offload_matches_cpu(minfer::test::fixture_path("models/qwen3-mini-f16.gguf"), 0.03f);
 }
 
+// Two sequences in one batch, then a context shift (seq_rm + seq_add, K re-rotated) on one of them, with
+// every block offloaded: the same greedy tokens as the CPU doing the same, and each sequence's logits
+// within the F32 bound above (windows and cells reach the offloaded blocks' attention as data). An f32
+// cache: with f16 cells, a last-bit difference in a K or V value can flip its f16 rounding (2^-11
+// relative), which one step later shows as ~1e-3 on a logit (measured 1.2e-3).
+TEST(VulkanOffload, SequencesAndAContextShiftMatchTheCpu) {
+  std::string why;
+  const int device = pick_device(&why);
+  if (device < 0) {
+    if (vulkan_required()) FAIL() << "MINFER_VULKAN_REQUIRED=1: " << why;
+    GTEST_SKIP() << why;
+  }
+  const std::string path = minfer::test::write_tiny_model("tiny-qwen2", DType::F32, 7);
+  auto steps = [&](std::vector<std::string> backends, int dev, int32_t layers) {
+    engine::EngineOptions o;
+    o.n_ctx = 64;
+    o.n_threads = 2;
+    o.quiet = true;
+    o.cache_type = DType::F32;
+    o.offload.backends = std::move(backends);
+    o.offload.device = dev;
+    o.offload.gpu_layers = layers;
+    auto e = engine::Engine::load(path, o);
+    EXPECT_TRUE(e.ok()) << e.status().message();
+    std::vector<std::vector<float>> out;
+    if (!e.ok()) return out;
+    engine::Batch b;
+    const std::vector<int32_t> p0 = minfer::test::prompt_of(6, 1), p1 = minfer::test::prompt_of(4, 2);
+    for (size_t i = 0; i < p0.size(); ++i) b.add(p0[i], static_cast<int32_t>(i), 0, i + 1 == p0.size());
+    for (size_t i = 0; i < p1.size(); ++i) b.add(p1[i], static_cast<int32_t>(i), 1, i + 1 == p1.size());
+    auto r = (*e)->decode(b);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    if (!r.ok()) return out;
+    out.push_back(*r);
+    // Drop positions 1..2 of sequence 0 and move 3..5 down by 2, as --cnv's context shift does.
+    kv::KvCache& kv = (*e)->kv();
+    kv.seq_rm(0, 1, 3);
+    const models::HParams& hp = (*e)->hparams();
+    kv::RopeParams rope{hp.head_dim, hp.n_head_kv, hp.n_rot, hp.rope_freq_base};
+    EXPECT_TRUE(kv.seq_add(0, 3, -1, -2, rope).ok());
+    b.clear();
+    const int32_t half = static_cast<int32_t>(r->size() / 2);
+    b.add(argmax(std::vector<float>(r->begin(), r->begin() + half)), 4, 0, true);
+    b.add(argmax(std::vector<float>(r->begin() + half, r->end())), 4, 1, true);
+    r = (*e)->decode(b);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    if (r.ok()) out.push_back(*r);
+    return out;
+  };
+  const auto cpu = steps({"cpu"}, -1, engine::kGpuLayersDefault);
+  const auto dev = steps({"vulkan"}, device, engine::kGpuLayersAll);
+  ASSERT_EQ(cpu.size(), 2u);
+  ASSERT_EQ(dev.size(), 2u);
+  for (size_t s = 0; s < 2; ++s) {
+    ASSERT_EQ(cpu[s].size(), dev[s].size());
+    const size_t half = cpu[s].size() / 2;
+    for (size_t q = 0; q < 2; ++q) {
+      const std::vector<float> c(cpu[s].begin() + static_cast<std::ptrdiff_t>(q * half),
+                                 cpu[s].begin() + static_cast<std::ptrdiff_t>((q + 1) * half));
+      const std::vector<float> d(dev[s].begin() + static_cast<std::ptrdiff_t>(q * half),
+                                 dev[s].begin() + static_cast<std::ptrdiff_t>((q + 1) * half));
+      EXPECT_EQ(argmax(c), argmax(d)) << "step " << s << " sequence " << q;
+      for (size_t i = 0; i < half; ++i) ASSERT_NEAR(c[i], d[i], 1e-3f) << "step " << s << " sequence " << q;
+    }
+  }
+}
+
 // The default on a CPU-type device: nothing is offloaded unless the device is named.
 TEST(VulkanOffload, ACpuTypeDeviceIsUsedOnlyWhenNamed) {
   std::string why;
