@@ -63,10 +63,22 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& path, const Engi
   // A layer's K and V live where its attention runs (the CPU while the device has no attention shader).
   MINFER_ASSIGN_OR_RETURN(graph::Graph probe, e->model_->build_graph(graph::GraphParams{1, 1, false}));
   MINFER_RETURN_IF_ERROR(e->scheduler_->assign_ops(probe));
+  // kv_store writes the cells attention reads: both must run where the layer's cells live.
   std::vector<backend::Backend*> kv_backends(static_cast<size_t>(hp.n_layer), plan.host);
+  std::vector<backend::Backend*> store_backends(static_cast<size_t>(hp.n_layer), plan.host);
   for (const graph::Node& n : probe.nodes) {
-    if (n.op == graph::OpKind::kAttention && n.params.layer >= 0 && n.params.layer < hp.n_layer)
-      kv_backends[static_cast<size_t>(n.params.layer)] = e->scheduler_->backends()[static_cast<size_t>(n.backend)];
+    if ((n.op != graph::OpKind::kAttention && n.op != graph::OpKind::kKvStore) || n.params.layer < 0 ||
+        n.params.layer >= hp.n_layer)
+      continue;
+    auto& slot = n.op == graph::OpKind::kAttention ? kv_backends : store_backends;
+    slot[static_cast<size_t>(n.params.layer)] = e->scheduler_->backends()[static_cast<size_t>(n.backend)];
+  }
+  for (int32_t l = 0; l < hp.n_layer; ++l) {
+    const auto i = static_cast<size_t>(l);
+    if (kv_backends[i] != store_backends[i]) {
+      return unsupported("layer {}: kv_store runs on {} but attention on {}; a layer's KV cells live on one backend",
+                         l, store_backends[i]->name(), kv_backends[i]->name());
+    }
   }
   MINFER_ASSIGN_OR_RETURN(e->kv_, kv::KvCache::create(kvc, kv_backends));
   // The decode plan is built now: its splits go into the placement line, and the first step reuses it.
