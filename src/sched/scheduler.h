@@ -2,6 +2,9 @@
 //   build (the model's pure function of GraphParams) -> assign backends -> fuse -> allocate -> execute.
 // Plans are cached by GraphParams: a decode step with the same token count reuses the built, assigned and
 // allocated plan; positions, KV cells and windows are data bound at execution, never topology.
+// With several backends, a split is a maximal run of nodes on one backend; they meet at copies of only
+// the tensors that cross (Split::inputs for a host split, the device backend's own copy-in of host
+// pointers for a device split, Plan::outputs after the last split), see docs/BACKENDS.md.
 //
 //   Scheduler sched({&cpu}, &pool);
 //   auto plan = sched.plan({n_tokens, n_outputs}, [&] { return model.build_graph(params); });

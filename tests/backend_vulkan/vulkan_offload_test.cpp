@@ -45,6 +45,19 @@ OffloadRun run(const std::string& path, std::vector<std::string> backends, int d
   if (!e.ok()) return out;
   out.placement = (*e)->placement();
   out.n_gpu_layers = (*e)->n_gpu_layers();
+  // Every weight node sits on the backend running its block (Vulkan: index 0 when present).
+  auto plan = (*e)->plan_for(graph::GraphParams{1, 1, false});
+  EXPECT_TRUE(plan.ok());
+  if (plan.ok()) {
+    const int32_t n_layer = (*e)->hparams().n_layer;
+    const bool has_device = (*e)->backend_names().size() > 1;
+    for (const graph::Node& n : (*plan)->graph.nodes) {
+      if (n.op != graph::OpKind::kWeight || n.backend < 0) continue;
+      const int32_t l = engine::weight_layer(n.name);
+      const bool want_device = has_device && engine::offloaded(l, out.n_gpu_layers, n_layer);
+      EXPECT_EQ(n.backend == 0 && has_device, want_device) << n.name << " with " << out.n_gpu_layers << " blocks";
+    }
+  }
   engine::Batch b;
   const std::vector<int32_t> prompt = minfer::test::prompt_of(7, 3);
   for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
