@@ -26,7 +26,8 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& path, const Engi
   int32_t threads = options.n_threads;
   if (threads <= 0) threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   e->pool_ = std::make_unique<ThreadPool>(threads);
-  const OffloadOptions& off = options.offload;
+  MINFER_ASSIGN_OR_RETURN(e->options_.offload, offload_from_env(options.offload));
+  const OffloadOptions& off = e->options_.offload;
   MINFER_ASSIGN_OR_RETURN(e->backends_, backend::create_backends(off.backends, off.device));
   OffloadPlan& plan = e->offload_;
   plan.host = e->backends_.back().get();  // the CPU, always last

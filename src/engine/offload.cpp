@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <set>
 
 #include <fmt/format.h>
@@ -65,6 +66,28 @@ Result<uint64_t> parse_memory_size(std::string_view text) {
                        : unit == "g" ? 1ULL << 30 : unit == "t" ? 1ULL << 40 : 0;
   if (scale == 0) return invalid_argument("memory size '{}': unknown unit (use K, M, G or T)", text);
   return n * scale;
+}
+
+Result<OffloadOptions> offload_from_env(OffloadOptions o) {
+  if (o.explicit_request || !o.backends.empty() || o.device >= 0 || o.gpu_layers != kGpuLayersDefault) return o;
+  if (const char* e = std::getenv("MINFER_BACKENDS"); e != nullptr && *e != '\0') {
+    auto list = parse_backend_list(e);
+    if (!list.ok()) return list.status().with_context("MINFER_BACKENDS: ");
+    o.backends = std::move(*list);
+    o.explicit_request = true;
+  }
+  if (const char* e = std::getenv("MINFER_GPU_LAYERS"); e != nullptr && *e != '\0') {
+    auto n = parse_gpu_layers(e);
+    if (!n.ok()) return n.status().with_context("MINFER_GPU_LAYERS: ");
+    o.gpu_layers = *n;
+    o.explicit_request = true;
+  }
+  if (const char* e = std::getenv("MINFER_GPU_MEM"); o.gpu_mem_bytes == 0 && e != nullptr && *e != '\0') {
+    auto bytes = parse_memory_size(e);
+    if (!bytes.ok()) return bytes.status().with_context("MINFER_GPU_MEM: ");
+    o.gpu_mem_bytes = *bytes;
+  }
+  return o;
 }
 
 int32_t weight_layer(std::string_view name) {

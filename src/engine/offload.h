@@ -39,6 +39,11 @@ Result<std::vector<std::string>> parse_backend_list(std::string_view text);
 // Bytes: "1073741824", "512M", "4G", "4GiB" (K/M/G/T, powers of 1024).
 Result<uint64_t> parse_memory_size(std::string_view text);
 
+// `options` completed from MINFER_BACKENDS, MINFER_GPU_LAYERS and MINFER_GPU_MEM when it asks for
+// nothing itself (no backends, device or layer count: a library user's defaults), so a whole test suite
+// can run offloaded. The CLI resolves flags over these variables first.
+Result<OffloadOptions> offload_from_env(OffloadOptions options);
+
 // The transformer block a weight belongs to ("blk.7.attn_q.weight" -> 7), -1 outside the blocks.
 int32_t weight_layer(std::string_view name);
 // Whether a node (or weight) of `layer` belongs on the device when n_gpu of n_layer blocks are offloaded.
