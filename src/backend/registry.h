@@ -1,5 +1,5 @@
 // The backend registry: every backend this build contains. The engine registers weights with the
-// backends create_backends() returns and hands them to the scheduler; models never see this list. A device
+// backends create_backends(names, device) returns and hands them to the scheduler; models never see this list. A device
 // backend adds one entry to kEntries in registry.cpp (and its folder) when compiled in.
 //
 // The engine's backends come from create_backends(names, device): the device backend first (when one is
