@@ -42,6 +42,15 @@ class Backend {
   virtual std::string_view name() const = 0;
   // Higher runs first when several backends support an op (CUDA 200 > CPU 100).
   virtual int priority() const = 0;
+  // Whether this backend computes on host memory (the CPU): host inputs are bound to it, and the scheduler
+  // stages a device node's bytes into host memory before a host split reads them. A device backend
+  // (false) must read host pointers among its sources itself (copy them in when it records the op), and
+  // its buffers are reached only through upload() / download().
+  virtual bool host_memory() const { return true; }
+  // The device, as the placement line names it ("llvmpipe (LLVM 15.0.6, 256 bits)").
+  virtual std::string device_name() const { return std::string(name()); }
+  // Device memory still free for weights, KV and activations (0: not a device; no budget applies).
+  virtual uint64_t memory_free() const { return 0; }
 
   // Whether this backend can execute `node` (with its sources' types as in `graph`).
   virtual bool supports_op(const graph::Graph& graph, const graph::Node& node) const = 0;

@@ -86,8 +86,37 @@ BackendListing list_vulkan() {
 
 }  // namespace
 
-std::vector<std::unique_ptr<Backend>> create_backends() {
+Result<std::vector<std::unique_ptr<Backend>>> create_backends(const std::vector<std::string>& names, int device) {
   std::vector<std::unique_ptr<Backend>> out;
+  if (names.empty()) {
+    bool use = device >= 0;  // a device named by index is used whatever its type
+    if (!use) {
+      for (const BackendListing& b : list_backends()) {
+        for (const DeviceListing& d : b.devices) use = use || (b.name != "CPU" && d.used_by_default);
+      }
+    }
+    if (use) {
+      auto vk = create_backend("vulkan", device);
+      if (!vk.ok() && device >= 0) return vk.status().with_context(fmt::format("--gpu {}: ", device));
+      if (!vk.ok()) {
+        MINFER_LOG_WARN("{}; running on the CPU", vk.status().message());
+      } else {
+        out.push_back(std::move(*vk));
+      }
+    }
+  } else {
+    bool has_device = false;
+    for (const std::string& name : names) {
+      if (lower(name) == "cpu") continue;  // always present, last
+      MINFER_ASSIGN_OR_RETURN(auto b, create_backend(name, device));
+      has_device = true;
+      out.push_back(std::move(b));
+    }
+    if (device >= 0 && !has_device) {
+      return invalid_argument("--gpu {} names a Vulkan device, but the backends asked for are CPU only", device);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->priority() > b->priority(); });
   out.push_back(std::make_unique<CpuBackend>());
   return out;
 }

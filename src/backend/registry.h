@@ -1,9 +1,10 @@
 // The backend registry: every backend this build contains. The engine registers weights with the
-// backends create_backends() returns and hands them to the scheduler; models never see this list. A device
+// backends create_backends(names, device) returns and hands them to the scheduler; models never see this list. A device
 // backend adds one entry to kEntries in registry.cpp (and its folder) when compiled in.
 //
-// Today create_backends() returns the CPU only: the scheduler has no cross-device copies yet, so a device
-// backend is reached by name (create_backend) for its op tests and listed by `minfer devices`.
+// The engine's backends come from create_backends(names, device): the device backend first (when one is
+// named, or a GPU is present), the CPU always last. The scheduler joins them with copies at split
+// boundaries.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,12 @@
 namespace minfer::backend {
 
 // Backends the engine runs on, highest priority first. The CPU is always last and always present.
-std::vector<std::unique_ptr<Backend>> create_backends();
+// `names` empty: a Vulkan device used by default (a discrete or integrated GPU; device `device` when
+// >= 0, which may then be a CPU-type device), else the CPU only; a default device that fails to open is
+// logged and left out. `names` given ("cpu", "vulkan", any case): exactly those, each refused as
+// create_backend refuses it; `device` >= 0 then needs a device backend among them.
+Result<std::vector<std::unique_ptr<Backend>>> create_backends(const std::vector<std::string>& names = {},
+                                                              int device = -1);
 // Names of the backends compiled into this build ("CPU", "Vulkan").
 std::vector<std::string> compiled_backends();
 

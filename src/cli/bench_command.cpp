@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_app.h"
@@ -53,7 +54,7 @@ int bench_command(const Args& argv) {
   std::string model, p_list = "512", n_list = "128", d_list = "0", output = "md", cache = "f16";
   int reps = 3, threads = 0, batch = 512, n_ctx = 0;
   ModelArg model_arg;
-  int gpu_layers = 0;
+  DeviceArgs device;
   std::string flash_attn = "auto";
   add_model_arg(app, &model_arg);
   app.add_option("-p,--n-prompt", p_list, "prompt sizes, comma separated (0: none)")->capture_default_str();
@@ -77,10 +78,11 @@ int bench_command(const Args& argv) {
   app.add_option("-o,--output", output, "md, csv or json")
       ->check(CLI::IsMember({"md", "csv", "json"}))
       ->capture_default_str();
-  add_gpu_layers_option(app, &gpu_layers);
+  add_device_options(app, &device);
   add_flash_attn_option(app, &flash_attn);
   if (int code = parse_args(app, argv); code >= 0) return code;
-  if (Status st = check_gpu_layers(app, gpu_layers); !st.ok()) return fail(st);
+  auto offload = offload_options(app, device);
+  if (!offload.ok()) return fail(offload.status());
   auto taken = take_model(model_arg);
   if (!taken.ok()) return fail(taken.status());
   model = *taken;
@@ -117,6 +119,7 @@ int bench_command(const Args& argv) {
   options.n_threads = threads;
   options.n_batch = batch;
   options.cache_type = *kv_type;
+  options.offload = *offload;
   auto model_path = resolve_model_arg(model);  // path, split part, cached name, hf: or ollama: URI
   if (!model_path.ok()) return fail(model_path.status());
   model = *model_path;
@@ -140,15 +143,18 @@ int bench_command(const Args& argv) {
         "model_type,model_size,model_n_params,backend,isa,n_threads,type_k,n_prompt,n_gen,n_depth,avg_ts,"
         "stddev_ts\n");
   }
+  // llama-bench's backend column: the device backend when blocks run there (e.g. "Vulkan,CPU").
+  std::string backend_col = "CPU";
+  if (e.n_gpu_layers() > 0) backend_col = fmt::format("{}", fmt::join(e.backend_names(), ","));
   for (const engine::BenchTest& test : tests) {
     auto r = engine::run_bench(e, test, reps);
     if (!r.ok()) return fail(r.status());
     if (output == "md") {
-      fmt::print("| {} | {:.2f} MiB | {:.2f} M | CPU | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", type,
-                 static_cast<double>(size) / (1024.0 * 1024.0), static_cast<double>(params) / 1e6, isa,
+      fmt::print("| {} | {:.2f} MiB | {:.2f} M | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", type,
+                 static_cast<double>(size) / (1024.0 * 1024.0), static_cast<double>(params) / 1e6, backend_col, isa,
                  e.n_threads(), cache, test.name(), r->avg_ts(), r->stddev_ts());
     } else if (output == "csv") {
-      fmt::print("\"{}\",{},{},CPU,{},{},{},{},{},{},{:.4f},{:.4f}\n", type, size, params, isa, e.n_threads(),
+      fmt::print("\"{}\",{},{},{},{},{},{},{},{},{},{:.4f},{:.4f}\n", type, size, params, backend_col, isa, e.n_threads(),
                  cache, test.n_prompt, test.n_gen, test.depth, r->avg_ts(), r->stddev_ts());
     } else {
       std::vector<uint64_t> samples_ns;
@@ -161,7 +167,7 @@ int bench_command(const Args& argv) {
                       {"model_type", type},
                       {"model_size", size},
                       {"model_n_params", params},
-                      {"backends", "CPU"},
+                      {"backends", backend_col},
                       {"isa", isa},
                       {"n_batch", batch},
                       {"n_threads", e.n_threads()},

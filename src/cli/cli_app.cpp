@@ -123,19 +123,57 @@ bool looks_like_model(const std::string& arg) {
   return hub::find_cached(hub::cache_dir(), arg).has_value();
 }
 
-void add_gpu_layers_option(CLI::App& app, int* n_gpu_layers) {
-  app.add_option("--gpu-layers,--n-gpu-layers", *n_gpu_layers,
-                 "layers to offload to a GPU (also -ngl); 0 only: no layer offload yet")
-      ->group("llama.cpp compatibility");
+void add_device_options(CLI::App& app, DeviceArgs* args) {
+  app.add_option("--backend", args->backends,
+                 "backends to run on: cpu, vulkan, or a list (cpu,vulkan); the CPU is always there "
+                 "(env MINFER_BACKENDS; default: a GPU when one is present, else the CPU)")
+      ->group("Devices");
+  app.add_option("--gpu", args->gpu, "Vulkan device index to use (`minfer devices`); names a CPU-type device too")
+      ->check(CLI::Range(0, 1 << 16))
+      ->group("Devices");
+  app.add_option("--gpu-layers,--n-gpu-layers", args->gpu_layers,
+                 "transformer blocks to run on the device: N, auto (fits MINFER_GPU_MEM or 3/4 of the free "
+                 "device memory) or all; default auto on a device (also -ngl; env MINFER_GPU_LAYERS)")
+      ->group("Devices");
 }
 
-Status check_gpu_layers(const CLI::App& app, int n_gpu_layers) {
-  // 0 is what happens anyway (llama.cpp's spelling of "CPU only"); any other count is refused.
-  if (app.count("--gpu-layers") == 0 || n_gpu_layers == 0) return {};
-  return unsupported(
-      "-ngl/--gpu-layers {}: no GPU layer offload yet (the Vulkan backend runs its op tests only; models run "
-      "on the CPU); drop the flag or pass 0",
-      n_gpu_layers);
+Result<engine::OffloadOptions> offload_options(const CLI::App& app, const DeviceArgs& args) {
+  engine::OffloadOptions o;
+  auto from = [&](const char* flag, const std::string& value, const char* env, std::string* out) {
+    if (app.count(flag) > 0) {
+      *out = value;
+      return std::string(flag);
+    }
+    const char* e = std::getenv(env);
+    if (e != nullptr && *e != '\0') {
+      *out = e;
+      return std::string(env);
+    }
+    return std::string();
+  };
+  std::string text;
+  if (std::string src = from("--backend", args.backends, "MINFER_BACKENDS", &text); !src.empty()) {
+    auto list = engine::parse_backend_list(text);
+    if (!list.ok()) return list.status().with_context(src + ": ");
+    o.backends = std::move(*list);
+    o.explicit_request = true;
+  }
+  if (std::string src = from("--gpu-layers", args.gpu_layers, "MINFER_GPU_LAYERS", &text); !src.empty()) {
+    auto n = engine::parse_gpu_layers(text);
+    if (!n.ok()) return n.status().with_context(src + ": ");
+    o.gpu_layers = *n;
+    o.explicit_request = true;
+  }
+  if (app.count("--gpu") > 0) {
+    o.device = args.gpu;
+    o.explicit_request = true;
+  }
+  if (const char* mem = std::getenv("MINFER_GPU_MEM"); mem != nullptr && *mem != '\0') {
+    auto bytes = engine::parse_memory_size(mem);
+    if (!bytes.ok()) return bytes.status().with_context("MINFER_GPU_MEM: ");
+    o.gpu_mem_bytes = *bytes;
+  }
+  return o;
 }
 
 void add_flash_attn_option(CLI::App& app, std::string* value) {

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "engine/offload.h"
 
 namespace minfer::cli {
 
@@ -64,10 +65,18 @@ Result<std::string> resolve_model_arg(const std::string& arg);
 // a word with '/' or ending in .gguf, an hf:/ollama: URI, or a cached short name. Reads no network.
 bool looks_like_model(const std::string& arg);
 
-// -ngl/--gpu-layers/--n-gpu-layers N: parsed everywhere a model runs, so that llama.cpp command lines
-// reach the one place that decides (check_gpu_layers). No layer offload yet: a count other than 0 is refused by name.
-void add_gpu_layers_option(CLI::App& app, int* n_gpu_layers);
-Status check_gpu_layers(const CLI::App& app, int n_gpu_layers);
+// Where a model runs, in every command that loads one: --backend NAME[,NAME] (env MINFER_BACKENDS),
+// --gpu N, --gpu-layers N|auto|all (also -ngl / --n-gpu-layers; env MINFER_GPU_LAYERS), and
+// MINFER_GPU_MEM (auto's budget). A flag wins over its variable. See docs/BACKENDS.md.
+struct DeviceArgs {
+  std::string backends;
+  std::string gpu_layers;
+  int gpu = -1;
+};
+void add_device_options(CLI::App& app, DeviceArgs* args);
+// The engine's offload options from the flags, else the environment; a malformed value is refused naming
+// the flag or variable. Whether the backends exist is the engine's (the registry's) answer at load.
+Result<engine::OffloadOptions> offload_options(const CLI::App& app, const DeviceArgs& args);
 
 // -fa/--flash-attn [on|off|auto]: accepted; the CPU attention is always the fused, tiled kernel (no
 // score matrix is materialized), so on and auto change nothing and off, which asks for another kernel,

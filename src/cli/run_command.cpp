@@ -171,7 +171,7 @@ int run_command(const Args& argv) {
   sampling::SamplerConfig sampling;
   ModelArg model;
   std::string prompt_pos, prompt_file, flash_attn = "auto";
-  int gpu_layers = 0;
+  DeviceArgs device;
   add_model_arg(app, &model);
   app.add_option("prompt", prompt_pos, "prompt text (read from stdin when omitted)");
   app.add_option("-p,--prompt", args.prompt, "prompt text (instead of the positional prompt)");
@@ -225,10 +225,11 @@ int run_command(const Args& argv) {
   add_sampling_options(app, sampling);
   SpecArgs spec;
   add_spec_options(app, &spec);
-  add_gpu_layers_option(app, &gpu_layers);
+  add_device_options(app, &device);
   add_flash_attn_option(app, &flash_attn);
   if (int code = parse_args(app, argv, run_refusals()); code >= 0) return code;
-  if (Status st = check_gpu_layers(app, gpu_layers); !st.ok()) return fail(st);
+  auto offload = offload_options(app, device);
+  if (!offload.ok()) return fail(offload.status());
   auto model_arg = take_model(model, {&prompt_pos});
   if (!model_arg.ok()) return fail(model_arg.status());
   args.model = *model_arg;
@@ -260,6 +261,8 @@ int run_command(const Args& argv) {
   auto kv_type = kv_cache_type(args.cache_type);
   if (!kv_type.ok()) return fail(kv_type.status());
   options.cache_type = *kv_type;
+  options.offload = *offload;
+  options.quiet = true;  // the placement line is printed once, for the engine that runs (it may be reloaded)
 
   // A path, a split part, a cached short name, or an hf:/ollama: URI (downloaded into the cache first).
   auto model_path = resolve_model_arg(args.model);
@@ -293,6 +296,7 @@ int run_command(const Args& argv) {
     }
   }
   engine::Engine& engine = **loaded;
+  engine.print_placement();
   if (Status st = sampling.validate(engine.n_vocab()); !st.ok()) return fail(st);
   auto inspect_env = InspectEnv::attach(engine);  // MINFER_DUMP_DIR / MINFER_TRACE
   if (!inspect_env.ok()) return fail(inspect_env.status());

@@ -106,7 +106,7 @@ int serve_command(const Args& argv) {
   ServeArgs args;
   sampling::SamplerConfig sampling;
   ModelArg model;
-  int gpu_layers = 0;
+  DeviceArgs device;
   std::string flash_attn = "auto";
   add_model_arg(app, &model);
   app.add_option("--host", args.host, "address to bind")->capture_default_str();
@@ -160,10 +160,11 @@ int serve_command(const Args& argv) {
       ->check(CLI::IsMember({"none", "mean", "cls", "last"}));
   add_sampling_options(app, sampling);
   add_spec_options(app, &args.spec);
-  add_gpu_layers_option(app, &gpu_layers);
+  add_device_options(app, &device);
   add_flash_attn_option(app, &flash_attn);
   if (int code = parse_args(app, argv); code >= 0) return code;
-  if (Status st = check_gpu_layers(app, gpu_layers); !st.ok()) return fail(st);
+  auto offload = offload_options(app, device);
+  if (!offload.ok()) return fail(offload.status());
   auto model_arg = take_model(model);
   if (!model_arg.ok()) return fail(model_arg.status());
   // A path, a split part, a cached short name, or an hf:/ollama: URI (downloaded before the port opens).
@@ -225,6 +226,7 @@ int serve_command(const Args& argv) {
   eopts.n_threads = args.threads;
   eopts.n_batch = args.batch;
   eopts.cache_type = *kv_type;
+  eopts.offload = *offload;
   auto loaded = engine::Engine::load(args.model, eopts);
   if (!loaded.ok()) {
     shutdown_http();

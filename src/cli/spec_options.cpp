@@ -31,6 +31,7 @@ Result<std::unique_ptr<engine::Drafter>> make_drafter(const SpecArgs& args, engi
   }
   if (args.lookup_n > 0) return std::unique_ptr<engine::Drafter>(std::make_unique<engine::LookupDrafter>());
   engine::EngineOptions o = target.options();
+  o.quiet = false;  // the draft's own placement line
   auto draft_path = resolve_model_arg(args.draft_model);
   if (!draft_path.ok()) return draft_path.status().with_context("--spec-draft: ");
   auto draft = engine::Engine::load(*draft_path, o);

@@ -35,7 +35,11 @@ int specverify_command(const Args& argv) {
   app.add_option("-o,--output", output, "md or json")
       ->check(CLI::IsMember({"md", "json"}))
       ->capture_default_str();
+  DeviceArgs device;
+  add_device_options(app, &device);
   if (int code = parse_args(app, argv); code >= 0) return code;
+  auto offload = offload_options(app, device);
+  if (!offload.ok()) return fail(offload.status());
   auto taken = take_model(model_arg);
   if (!taken.ok()) return fail(taken.status());
   auto resolved = resolve_model_arg(*taken);
@@ -47,6 +51,7 @@ int specverify_command(const Args& argv) {
   engine::EngineOptions options;
   options.n_ctx = depth + max_nt + 1;
   options.n_threads = threads;
+  options.offload = *offload;
   auto engine = engine::Engine::load(model, options);
   if (!engine.ok()) return fail(engine.status());
   auto costs = engine::run_verify_bench(**engine, depth, nts, reps);

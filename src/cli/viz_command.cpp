@@ -44,7 +44,11 @@ int viz_command(const Args& argv) {
   app.add_option("--max-predict", vopts.max_predict, "largest number of tokens a run may ask for")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
+  DeviceArgs device;
+  add_device_options(app, &device);
   if (int code = parse_args(app, argv); code >= 0) return code;
+  auto offload = offload_options(app, device);
+  if (!offload.ok()) return fail(offload.status());
   auto kv_type = kv_cache_type(cache_type);
   if (!kv_type.ok()) return fail(kv_type.status());
   auto taken = take_model(model_arg);
@@ -63,6 +67,7 @@ int viz_command(const Args& argv) {
   eopts.n_ctx = n_ctx;
   eopts.n_threads = threads;
   eopts.cache_type = *kv_type;
+  eopts.offload = *offload;
   auto loaded = engine::Engine::load(*path, eopts);
   if (!loaded.ok()) return fail(loaded.status());
   engine::Engine& engine = **loaded;

@@ -26,13 +26,14 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& path, const Engi
   int32_t threads = options.n_threads;
   if (threads <= 0) threads = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   e->pool_ = std::make_unique<ThreadPool>(threads);
-  e->backends_ = backend::create_backends();
-  std::vector<backend::Backend*> backends;
+  MINFER_ASSIGN_OR_RETURN(e->options_.offload, offload_from_env(options.offload));
+  const OffloadOptions& off = e->options_.offload;
+  MINFER_ASSIGN_OR_RETURN(e->backends_, backend::create_backends(off.backends, off.device));
+  OffloadPlan& plan = e->offload_;
+  plan.host = e->backends_.back().get();  // the CPU, always last
   for (auto& b : e->backends_) {
-    for (const backend::WeightSource& w : e->model_->weights()) MINFER_RETURN_IF_ERROR(b->register_weight(w));
-    backends.push_back(b.get());
+    if (!b->host_memory() && plan.device == nullptr) plan.device = b.get();
   }
-  e->scheduler_ = std::make_unique<sched::Scheduler>(std::move(backends), e->pool_.get());
   // Attention reads each head's K segment in the cache's blocks, so a head must hold whole blocks.
   const int64_t block = traits(options.cache_type).block_size;
   if (hp.head_dim % block != 0) {
@@ -45,9 +46,56 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& path, const Engi
   kvc.n_cells = e->options_.n_ctx;
   kvc.row_elems = hp.n_embd_kv();
   kvc.type = options.cache_type;
-  // The KV cells live on the backend that runs attention: the highest-priority one.
-  MINFER_ASSIGN_OR_RETURN(e->kv_, kv::KvCache::create(kvc, *e->backends_.front()));
+  const auto kv_row = kv::row_bytes_of(kvc);
+  if (!kv_row) return invalid_argument("KV cache: rows of {} do not fit {} blocks", kvc.row_elems, dtype_name(kvc.type));
+  plan.n_layer = hp.n_layer;
+  // auto keeps room for a layer's K and V and one micro-batch's activations (a few rows per token).
+  const uint64_t kv_layer_bytes = 2 * *kv_row * static_cast<uint64_t>(kvc.n_cells);
+  const uint64_t act_bytes = static_cast<uint64_t>(std::min(options.n_batch, e->options_.n_ctx)) * 4 *
+                             (4 * static_cast<uint64_t>(hp.n_embd) + 3 * static_cast<uint64_t>(hp.n_ff)) +
+                             4 * static_cast<uint64_t>(hp.n_vocab);
+  MINFER_ASSIGN_OR_RETURN(plan.n_gpu_layers, resolve_gpu_layers(off, plan.device, hp, e->model_->weights(),
+                                                                kv_layer_bytes, act_bytes));
+  std::vector<backend::Backend*> backends;
+  for (auto& b : e->backends_) backends.push_back(b.get());
+  e->scheduler_ = std::make_unique<sched::Scheduler>(std::move(backends), e->pool_.get());
+  if (plan.device != nullptr) e->scheduler_->set_placement(offload_placement(plan));
+  MINFER_RETURN_IF_ERROR(register_weights(plan, *e->model_, *e->scheduler_));
+  // A layer's K and V live where its attention runs (the CPU while the device has no attention shader).
+  MINFER_ASSIGN_OR_RETURN(graph::Graph probe, e->model_->build_graph(graph::GraphParams{1, 1, false}));
+  MINFER_RETURN_IF_ERROR(e->scheduler_->assign_ops(probe));
+  // kv_store writes the cells attention reads: both must run where the layer's cells live.
+  std::vector<backend::Backend*> kv_backends(static_cast<size_t>(hp.n_layer), plan.host);
+  std::vector<backend::Backend*> store_backends(static_cast<size_t>(hp.n_layer), plan.host);
+  for (const graph::Node& n : probe.nodes) {
+    if ((n.op != graph::OpKind::kAttention && n.op != graph::OpKind::kKvStore) || n.params.layer < 0 ||
+        n.params.layer >= hp.n_layer)
+      continue;
+    auto& slot = n.op == graph::OpKind::kAttention ? kv_backends : store_backends;
+    slot[static_cast<size_t>(n.params.layer)] = e->scheduler_->backends()[static_cast<size_t>(n.backend)];
+  }
+  for (int32_t l = 0; l < hp.n_layer; ++l) {
+    const auto i = static_cast<size_t>(l);
+    if (kv_backends[i] != store_backends[i]) {
+      return unsupported("layer {}: kv_store runs on {} but attention on {}; a layer's KV cells live on one backend",
+                         l, store_backends[i]->name(), kv_backends[i]->name());
+    }
+  }
+  MINFER_ASSIGN_OR_RETURN(e->kv_, kv::KvCache::create(kvc, kv_backends));
+  // The decode plan is built now: its splits go into the placement line, and the first step reuses it.
+  MINFER_ASSIGN_OR_RETURN(const sched::Plan* decode_plan, e->plan_for(graph::GraphParams{1, 1, false}));
+  const size_t kv_device = plan.device != nullptr ? e->kv_->bytes_on(*plan.device) : 0;
+  const std::string kv_where = kv_device == 0                  ? std::string("CPU")
+                               : kv_device == e->kv_->bytes() ? std::string(plan.device->name())
+                                                               : fmt::format("{} and CPU", plan.device->name());
+  e->placement_ = placement_line(plan, e->kv_->bytes(), kv_where, decode_plan->splits.size());
+  if (!options.quiet) e->print_placement();
   return e;
+}
+
+void Engine::print_placement() const {
+  if ((offload_.device != nullptr || options_.offload.explicit_request) && log_level() <= LogLevel::kWarn)
+    fmt::print(stderr, "minfer: {}\n", placement_);
 }
 
 std::shared_ptr<const sampling::VocabView> Engine::sampling_vocab() {

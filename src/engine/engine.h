@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "core/thread_pool.h"
+#include "engine/offload.h"
 #include "gguf/reader.h"
 #include "kv/kv_cache.h"
 #include "models/model.h"
@@ -30,6 +31,8 @@ struct EngineOptions {
   int32_t n_threads = 0;  // 0: one per available core
   int32_t n_batch = 512;  // largest micro-batch
   DType cache_type = DType::F16;
+  OffloadOptions offload;  // backends, device and --gpu-layers (engine/offload.h)
+  bool quiet = false;      // no placement line on stderr
 };
 
 // Tokens to evaluate: each with its position, sequence and whether its logits are wanted.
@@ -78,6 +81,12 @@ class Engine {
   // The plan for `params` (built, assigned, fused, allocated) — for --dump-graph and tests.
   Result<const sched::Plan*> plan_for(const graph::GraphParams& params);
   std::vector<std::string> backend_names() const { return scheduler_->backend_names(); }
+  // The load's placement: blocks per backend, device weight and KV MiB, device, splits per step.
+  const std::string& placement() const { return placement_; }
+  // Prints it to stderr ("minfer: placement: ...") when a device backend is in use or the options asked
+  // for backends or layers; load() does unless EngineOptions::quiet.
+  void print_placement() const;
+  int32_t n_gpu_layers() const { return offload_.n_gpu_layers; }
   int64_t n_graph_builds() const { return scheduler_->n_builds(); }
   // Observers of every executed node (dumps, traces, the visualizer; sched/observer.h). Not owned; add and
   // remove between decode() calls, on the thread that calls decode().
@@ -105,6 +114,8 @@ class Engine {
   std::vector<std::unique_ptr<backend::Backend>> backends_;  // from the registry, highest priority first
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<kv::KvCache> kv_;
+  OffloadPlan offload_;
+  std::string placement_;
   // Reused per micro-batch so a decode step allocates nothing.
   std::vector<int32_t> out_rows_, window_offsets_, window_cells_;
   size_t activations_peak_ = 0;

@@ -21,6 +21,11 @@ Status check_cache_type(DType type) {
 }
 
 Result<std::unique_ptr<KvCache>> KvCache::create(const KvConfig& config, backend::Backend& backend) {
+  return create(config, std::vector<backend::Backend*>(static_cast<size_t>(std::max(config.n_layer, 0)), &backend));
+}
+
+Result<std::unique_ptr<KvCache>> KvCache::create(const KvConfig& config,
+                                                 const std::vector<backend::Backend*>& per_layer) {
   MINFER_RETURN_IF_ERROR(check_cache_type(config.type));
   if (config.n_cells <= 0 || config.n_layer <= 0 || config.row_elems <= 0) {
     return invalid_argument("KV cache: bad size ({} layers, {} cells, rows of {})", config.n_layer, config.n_cells,
@@ -31,13 +36,19 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvConfig& config, backend
     return invalid_argument("KV cache: rows of {} elements do not fit {} blocks", config.row_elems,
                             dtype_name(config.type));
   }
+  if (per_layer.size() != static_cast<size_t>(config.n_layer)) {
+    return invalid_argument("KV cache: {} layer backends for {} layers", per_layer.size(), config.n_layer);
+  }
   std::unique_ptr<KvCache> kv(new KvCache());
   kv->config_ = config;
   kv->cells_.resize(static_cast<size_t>(config.n_cells));
   const size_t region = *row_bytes * static_cast<size_t>(config.n_cells);
   for (int32_t l = 0; l < config.n_layer; ++l) {
+    backend::Backend& backend = *per_layer[static_cast<size_t>(l)];
     MINFER_ASSIGN_OR_RETURN(auto k, backend.alloc_buffer(region));
     MINFER_ASSIGN_OR_RETURN(auto v, backend.alloc_buffer(region));
+    kv->layer_backends_.push_back(&backend);
+    kv->layer_host_.push_back(k->host_visible() && v->host_visible());
     if (k->size() != region || v->size() != region) {
       return error(StatusCode::kInternal, "KV cache: layer {} region is {} bytes, expected {}", l, k->size(), region);
     }
@@ -65,6 +76,34 @@ size_t KvCache::bytes() const {
   size_t total = 0;
   for (const auto& b : buffers_) total += b->size();
   return total;
+}
+
+size_t KvCache::bytes_on(const backend::Backend& backend) const {
+  size_t total = 0;
+  for (size_t l = 0; l < layer_backends_.size(); ++l) {
+    if (layer_backends_[l] == &backend) total += buffers_[2 * l]->size() + buffers_[2 * l + 1]->size();
+  }
+  return total;
+}
+
+Status KvCache::read_row(int32_t layer, bool v, int32_t cell, void* dst) const {
+  const backend::KvLayerView& view = views_[static_cast<size_t>(layer)];
+  const auto* src = static_cast<const uint8_t*>(v ? view.v : view.k) + static_cast<size_t>(cell) * view.row_bytes;
+  if (layer_host_[static_cast<size_t>(layer)]) {
+    std::memcpy(dst, src, view.row_bytes);
+    return {};
+  }
+  return layer_backends_[static_cast<size_t>(layer)]->download(dst, src, view.row_bytes);
+}
+
+Status KvCache::write_row(int32_t layer, bool v, int32_t cell, const void* src) {
+  const backend::KvLayerView& view = views_[static_cast<size_t>(layer)];
+  auto* dst = static_cast<uint8_t*>(v ? view.v : view.k) + static_cast<size_t>(cell) * view.row_bytes;
+  if (layer_host_[static_cast<size_t>(layer)]) {
+    std::memcpy(dst, src, view.row_bytes);
+    return {};
+  }
+  return layer_backends_[static_cast<size_t>(layer)]->upload(dst, src, view.row_bytes);
 }
 
 Result<std::vector<int32_t>> KvCache::allocate(std::span<const SeqId> seqs, std::span<const int32_t> positions) {
@@ -184,18 +223,23 @@ Status KvCache::seq_add(SeqId seq, int32_t p0, int32_t p1, int32_t delta, const 
     moved.push_back(i);
   }
   std::vector<float> row(static_cast<size_t>(config_.row_elems));
+  std::vector<uint8_t> bytes(views_.empty() ? 0 : views_[0].row_bytes);
   const backend::cpu::RopeSpec spec{rope.n_rot, rope.freq_base, rope.freq_scale, rope.neox,
                                     rope.freq_factors.empty() ? nullptr : rope.freq_factors.data()};
-  for (const backend::KvLayerView& view : views_) {
+  // Row by row through read_row/write_row, so a device layer is re-rotated on the host (seq_add is rare:
+  // a context shift). A device error leaves positions unchanged; rows already written are then stale.
+  for (size_t l = 0; l < views_.size(); ++l) {
+    const backend::KvLayerView& view = views_[l];
     for (size_t cell : moved) {
-      auto* bytes = static_cast<uint8_t*>(view.k) + cell * view.row_bytes;
-      quant::dequantize_row(view.type, bytes, row.data(), view.row_elems);
+      MINFER_RETURN_IF_ERROR(read_row(static_cast<int32_t>(l), false, static_cast<int32_t>(cell), bytes.data()));
+      quant::dequantize_row(view.type, bytes.data(), row.data(), view.row_elems);
       backend::cpu::rope_token(row.data(), rope.head_dim, rope.n_head_kv, delta, spec, row.data());
       if (view.type == DType::F32) {
-        std::memcpy(bytes, row.data(), row.size() * sizeof(float));
+        std::memcpy(bytes.data(), row.data(), row.size() * sizeof(float));
       } else {
-        quant::quantize_row(view.type, row.data(), bytes, view.row_elems);
+        quant::quantize_row(view.type, row.data(), bytes.data(), view.row_elems);
       }
+      MINFER_RETURN_IF_ERROR(write_row(static_cast<int32_t>(l), false, static_cast<int32_t>(cell), bytes.data()));
     }
   }
   for (size_t cell : moved) cells_[cell].pos += delta;

@@ -4,6 +4,7 @@
 // error, never an overwrite.
 //
 //   auto kv = KvCache::create(config, cpu_backend);       // sized once from n_ctx
+//   auto kv = KvCache::create(config, {&dev, &dev, &cpu}); // or per layer: where its attention runs
 //   auto cells = kv->allocate(seq_ids, positions);        // reserve cells for a micro-batch
 //   kv->attention_windows(seq_ids, positions, &offsets, &window_cells);
 //   kv->seq_rm(seq, 10, -1);                              // drop positions >= 10 of `seq`
@@ -49,10 +50,23 @@ Status check_cache_type(DType type);
 class KvCache {
  public:
   static Result<std::unique_ptr<KvCache>> create(const KvConfig& config, backend::Backend& backend);
+  // Layer l's K and V regions in per_layer[l]'s memory (n_layer entries). A device region (not host
+  // visible) is reached only through the backend's upload/download: views() then hold device pointers
+  // for that backend's kv_store/attention, and every row operation here (seq_add's re-rotation, the
+  // session and slots files through read_row/write_row) copies rows in and out.
+  static Result<std::unique_ptr<KvCache>> create(const KvConfig& config,
+                                                 const std::vector<backend::Backend*>& per_layer);
 
   const KvConfig& config() const { return config_; }
   std::span<const backend::KvLayerView> views() const { return views_; }
   size_t bytes() const;
+  // Bytes of the layers whose regions live in `backend`'s memory.
+  size_t bytes_on(const backend::Backend& backend) const;
+  backend::Backend& layer_backend(int32_t layer) const { return *layer_backends_[static_cast<size_t>(layer)]; }
+  // One cell row (views()[layer].row_bytes bytes) of layer's K (v false) or V, copied out or in wherever
+  // the layer lives. The cell index is the caller's to check.
+  Status read_row(int32_t layer, bool v, int32_t cell, void* dst) const;
+  Status write_row(int32_t layer, bool v, int32_t cell, const void* src);
 
   // Reserves one cell per token and records (seq, pos) in it. Fails without changing anything when the
   // cache lacks free cells, a sequence id is out of range, or a sequence already holds that position.
@@ -100,6 +114,8 @@ class KvCache {
   KvConfig config_;
   std::vector<std::unique_ptr<backend::Buffer>> buffers_;  // per layer: K then V
   std::vector<backend::KvLayerView> views_;
+  std::vector<backend::Backend*> layer_backends_;  // per layer; not owned
+  std::vector<bool> layer_host_;                   // per layer: its region is host memory
   std::vector<Cell> cells_;
   int64_t used_ = 0;
   int64_t search_head_ = 0;  // where the next free-cell search starts

@@ -102,11 +102,12 @@ Status save_kv_file(const std::string& path, const KvFileIdentity& identity, con
     w.put(static_cast<int32_t>(s.seq));
     w.put(static_cast<uint32_t>(n));
     w.put_bytes(s.tokens.data(), n * sizeof(int32_t));
-    for (const backend::KvLayerView& view : views) {
-      for (const void* region : {view.k, view.v}) {
-        for (size_t i = 0; i < n; ++i) {
-          w.put_bytes(static_cast<const uint8_t*>(region) + static_cast<size_t>(cells[i].second) * row_bytes,
-                      row_bytes);
+    std::vector<uint8_t> row(row_bytes);
+    for (size_t l = 0; l < views.size(); ++l) {
+      for (bool v : {false, true}) {
+        for (size_t i = 0; i < n; ++i) {  // through the cache: a layer may live in device memory
+          MINFER_RETURN_IF_ERROR(kv.read_row(static_cast<int32_t>(l), v, cells[i].second, row.data()));
+          w.put_bytes(row.data(), row_bytes);
         }
       }
     }
@@ -228,12 +229,15 @@ Result<std::vector<SavedSequence>> load_kv_file(const std::string& path, const K
       return cells.status().with_context(fmt::format("KV file '{}': ", path));
     }
     const uint8_t* src = p.rows;
-    for (const backend::KvLayerView& view : views) {
-      for (void* region : {view.k, view.v}) {
+    for (size_t l = 0; l < views.size(); ++l) {
+      for (bool v : {false, true}) {
         for (size_t j = 0; j < n; ++j) {
-          std::memcpy(static_cast<uint8_t*>(region) + static_cast<size_t>((*cells)[j]) * view.row_bytes, src,
-                      view.row_bytes);
-          src += view.row_bytes;
+          Status st = kv.write_row(static_cast<int32_t>(l), v, (*cells)[j], src);
+          if (!st.ok()) {
+            for (size_t k = 0; k <= i; ++k) kv.seq_rm(pending[k].seq.seq, 0, -1);
+            return st.with_context(fmt::format("KV file '{}': ", path));
+          }
+          src += views[l].row_bytes;
         }
       }
     }

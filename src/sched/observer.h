@@ -16,8 +16,8 @@ struct Plan;
 struct NodeEvent {
   graph::NodeId id = 0;
   size_t order = 0;            // position in Plan::order (evaluation order)
-  const void* data = nullptr;  // host-readable output (F32 activations, I32 inputs); nullptr when the node
-                               // has no output of its own (KvStore) or it lives in device memory
+  const void* data = nullptr;  // host-readable output (F32 activations, I32 inputs; a device node's is
+                               // a host copy); nullptr when the node has no output of its own (KvStore)
   int64_t t_begin_ns = 0;      // steady_clock, around the node's execution
   int64_t t_end_ns = 0;
 };

@@ -100,23 +100,58 @@ std::vector<std::string> Scheduler::backend_names() const {
   return names;
 }
 
-Status Scheduler::assign(Graph& graph) const {
+Status Scheduler::assign_ops(Graph& graph) const {
   for (size_t i = 0; i < graph.size(); ++i) {
     Node& n = graph.nodes[i];
     n.backend = -1;
+    if (n.op == OpKind::kWeight) continue;  // goes where its readers run (assign)
+    if (n.op == OpKind::kReshape) {         // a view: where its storage is, so it never breaks a split
+      n.backend = graph.node(n.src[0]).backend;
+      if (n.backend >= 0) continue;
+    }
     for (size_t b = 0; b < backends_.size(); ++b) {
-      const bool ok = n.op == OpKind::kWeight ? backends_[b]->weight_handle(n.name) != nullptr
-                      : n.op == OpKind::kInput ? backends_[b]->name() == "CPU"  // host data
-                                               : backends_[b]->supports_op(graph, n);
+      const backend::Backend& be = *backends_[b];
+      const bool ok = n.op == OpKind::kInput ? be.host_memory()  // host data
+                                             : (!placement_ || placement_(n, be)) && be.supports_op(graph, n);
       if (ok) {
         n.backend = static_cast<int32_t>(b);
         break;
       }
     }
     if (n.backend < 0) {
-      return unsupported("no backend can run node {} ({} '{}', {})", i, graph::op_name(n.op), n.name,
-                         dtype_name(n.type));
+      return unsupported("no backend can run node {} ({} '{}', {}, layer {})", i, graph::op_name(n.op), n.name,
+                         dtype_name(n.type), n.layer);
     }
+  }
+  return {};
+}
+
+Status Scheduler::assign(Graph& graph) const {
+  MINFER_RETURN_IF_ERROR(assign_ops(graph));
+  // A weight runs where its readers run; each reader's backend must hold it (the engine registers it there).
+  for (size_t i = 0; i < graph.size(); ++i) {
+    const Node& n = graph.nodes[i];
+    for (NodeId s : n.src) {
+      Node& w = graph.nodes[static_cast<size_t>(s)];
+      if (w.op != OpKind::kWeight) continue;
+      if (w.backend >= 0 && w.backend != n.backend) {
+        return unsupported("weight '{}' is read on {} (node {}) and on {}: a weight has one backend", w.name,
+                           backends_[static_cast<size_t>(n.backend)]->name(), i,
+                           backends_[static_cast<size_t>(w.backend)]->name());
+      }
+      if (backends_[static_cast<size_t>(n.backend)]->weight_handle(w.name) == nullptr) {
+        return unsupported("node {} ({} '{}') runs on {}, which does not hold weight '{}'", i, graph::op_name(n.op),
+                           n.name, backends_[static_cast<size_t>(n.backend)]->name(), w.name);
+      }
+      w.backend = n.backend;
+    }
+  }
+  for (size_t i = 0; i < graph.size(); ++i) {  // unread weights (fusion orphans): any holder
+    Node& w = graph.nodes[i];
+    for (size_t b = 0; w.backend < 0 && b < backends_.size(); ++b) {
+      if (backends_[b]->weight_handle(w.name) != nullptr) w.backend = static_cast<int32_t>(b);
+    }
+    if (w.backend < 0) return unsupported("no backend holds weight '{}' (node {})", w.name, i);
   }
   return {};
 }
@@ -197,21 +232,100 @@ Status Scheduler::allocate(Plan& plan) {
   // Splits: maximal runs of executed nodes on one backend.
   for (size_t k = 0; k < plan.order.size(); ++k) {
     const int32_t b = g.node(plan.order[k]).backend;
-    if (plan.splits.empty() || plan.splits.back().backend != b) plan.splits.push_back({b, k, k});
+    if (plan.splits.empty() || plan.splits.back().backend != b) {
+      Split split;
+      split.backend = b;
+      split.begin = k;
+      plan.splits.push_back(std::move(split));
+    }
     plan.splits.back().end = k + 1;
   }
-  // Cross-backend reads need explicit copies, which arrive with the first non-host backend.
-  for (graph::NodeId id : plan.order) {
-    const Node& n = g.node(id);
-    for (NodeId s : n.src) {
-      const Node& src = g.node(s);
-      if (src.backend != n.backend && src.op != OpKind::kWeight && src.op != OpKind::kInput &&
-          !plan.arenas[static_cast<size_t>(src.backend)]->host_visible()) {
-        return unsupported("node {} ({}) on {} reads node {} on {}: cross-device copies are not implemented", id,
-                           graph::op_name(n.op), backends_[static_cast<size_t>(n.backend)]->name(), s,
-                           backends_[static_cast<size_t>(src.backend)]->name());
+  // Cross-backend reads meet at split boundaries: a host split stages each device tensor it reads (once
+  // per split) into host memory before it runs; a device split reads host tensors itself. Only the
+  // tensors that cross are copied. Two devices reading each other have no copy path yet.
+  auto storage_backend = [&](NodeId s) { return g.node(graph::storage_root(g, s)).backend; };
+  size_t split_peak = 0;
+  const size_t align = 64;
+  auto round_up = [&](size_t v) { return (v + align - 1) / align * align; };
+  for (Split& split : plan.splits) {
+    const backend::Backend& to = *backends_[static_cast<size_t>(split.backend)];
+    size_t used = 0;
+    for (size_t k = split.begin; k < split.end; ++k) {
+      const NodeId id = plan.order[k];
+      const Node& n = g.node(id);
+      if (n.op == OpKind::kReshape) continue;  // a view; its reader stages what it reads
+      for (NodeId s : n.src) {
+        const Node& root = g.node(graph::storage_root(g, s));
+        if (root.op == OpKind::kWeight || root.op == OpKind::kInput || root.op == OpKind::kKvStore) continue;
+        const int32_t from = storage_backend(s);
+        if (from == split.backend || backends_[static_cast<size_t>(from)]->host_memory()) continue;
+        if (!to.host_memory()) {
+          return unsupported("node {} ({}) on {} reads node {} on {}: no copy path between two devices", id,
+                             graph::op_name(n.op), to.name(), s, backends_[static_cast<size_t>(from)]->name());
+        }
+        const bool seen = std::any_of(split.inputs.begin(), split.inputs.end(),
+                                      [&](const Staged& st) { return st.node == s; });
+        if (seen) continue;
+        const size_t bytes = static_cast<size_t>(g.node(s).n_elements()) * sizeof(float);
+        split.inputs.push_back({s, from, used, bytes});
+        used += round_up(bytes);
       }
     }
+    split_peak = std::max(split_peak, used);
+  }
+  size_t staging_bytes = split_peak;
+  for (NodeId o : g.outputs) {
+    const int32_t from = storage_backend(o);
+    if (backends_[static_cast<size_t>(from)]->host_memory()) continue;
+    const size_t bytes = static_cast<size_t>(g.node(o).n_elements()) * sizeof(float);
+    plan.outputs.push_back({o, from, staging_bytes, bytes});
+    staging_bytes += round_up(bytes);
+  }
+  if (staging_bytes > 0) {
+    backend::Backend* host = nullptr;
+    for (backend::Backend* b : backends_) {
+      if (b->host_memory() && host == nullptr) host = b;
+    }
+    if (host == nullptr) return unsupported("device tensors cross to the host but no host backend is present");
+    MINFER_ASSIGN_OR_RETURN(plan.staging, host->alloc_buffer(staging_bytes));
+  }
+  return {};
+}
+
+size_t Plan::n_crossings() const {
+  size_t n = outputs.size();
+  for (const Split& s : splits) n += s.inputs.size();
+  return n;
+}
+
+Status Scheduler::stage_inputs(Plan& plan, const Split& split) {
+  auto* base = plan.staging ? static_cast<uint8_t*>(plan.staging->base()) : nullptr;
+  for (const Staged& st : split.inputs) {
+    backend::Backend& from = *backends_[static_cast<size_t>(st.from)];
+    Status s = from.download(base + st.offset, plan.data[static_cast<size_t>(st.node)], st.bytes);
+    if (!s.ok()) {
+      return s.with_context(fmt::format("{}: copying node {} ('{}') to {}: ", from.name(), st.node,
+                                        plan.graph.node(st.node).name,
+                                        backends_[static_cast<size_t>(split.backend)]->name()));
+    }
+  }
+  return {};
+}
+
+std::span<void* const> Scheduler::split_data(Plan& plan, const Split& split) {
+  if (split.inputs.empty()) return plan.data;
+  split_data_ = plan.data;
+  auto* base = static_cast<uint8_t*>(plan.staging->base());
+  for (const Staged& st : split.inputs) split_data_[static_cast<size_t>(st.node)] = base + st.offset;
+  return split_data_;
+}
+
+Status Scheduler::download_outputs(Plan& plan) {
+  for (const Staged& st : plan.outputs) {
+    backend::Backend& from = *backends_[static_cast<size_t>(st.from)];
+    Status s = from.download(static_cast<uint8_t*>(plan.staging->base()) + st.offset,
+                             plan.data[static_cast<size_t>(st.node)], st.bytes);
+    if (!s.ok()) return s.with_context(fmt::format("{}: reading output node {}: ", from.name(), st.node));
   }
   return {};
 }
@@ -269,10 +383,12 @@ Status Scheduler::execute(Plan& plan, const backend::BatchView& batch, std::span
   if (!observers_.empty()) return execute_observed(plan, ctx);
   for (const Split& split : plan.splits) {
     backend::Backend& b = *backends_[static_cast<size_t>(split.backend)];
+    MINFER_RETURN_IF_ERROR(stage_inputs(plan, split));
+    const std::span<void* const> data = split_data(plan, split);
     for (size_t k = split.begin; k < split.end; ++k) {
       const graph::NodeId id = plan.order[k];
       const auto t0 = op_timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
-      Status st = b.execute(g, id, plan.data, ctx);
+      Status st = b.execute(g, id, data, ctx);
       if (!st.ok()) return st.with_context(fmt::format("{}: ", b.name()));
       if (op_timing_) {
         OpTime& t = op_times_[std::string(graph::op_name(g.node(id).op))];
@@ -285,7 +401,7 @@ Status Scheduler::execute(Plan& plan, const backend::BatchView& batch, std::span
                                          plan.order[split.end - 1]));
     }
   }
-  return {};
+  return download_outputs(plan);
 }
 
 // The same loop with a synchronize and the observers after every node, so each observer reads a node's
@@ -303,13 +419,18 @@ Status Scheduler::execute_observed(Plan& plan, const backend::ExecContext& ctx) 
     backend::Backend& b = *backends_[static_cast<size_t>(split.backend)];
     const backend::Buffer* arena = plan.arenas[static_cast<size_t>(split.backend)].get();
     const bool host = arena == nullptr || arena->host_visible();
+    if (Status st = stage_inputs(plan, split); !st.ok()) {
+      for (NodeObserver* o : observers_) o->end_step(plan, false);
+      return st;
+    }
+    const std::span<void* const> data = split_data(plan, split);
     for (size_t k = split.begin; k < split.end; ++k) {
       NodeEvent ev;
       ev.id = plan.order[k];
       ev.order = k;
       const Node& n = g.node(ev.id);
       ev.t_begin_ns = now_ns();
-      Status st = b.execute(g, ev.id, plan.data, ctx);
+      Status st = b.execute(g, ev.id, data, ctx);
       if (st.ok()) st = b.synchronize();
       ev.t_end_ns = now_ns();
       if (!st.ok()) {
@@ -324,11 +445,21 @@ Status Scheduler::execute_observed(Plan& plan, const backend::ExecContext& ctx) 
       const bool has_data = n.op != OpKind::kKvStore && n.op != OpKind::kWeight;
       ev.data =
           has_data && (host || n.op == OpKind::kInput) ? plan.data[static_cast<size_t>(ev.id)] : nullptr;
+      if (has_data && ev.data == nullptr && !b.host_memory()) {  // a device node: observers read a host copy
+        observed_.resize(static_cast<size_t>(n.n_elements()));
+        st = b.download(observed_.data(), plan.data[static_cast<size_t>(ev.id)], observed_.size() * sizeof(float));
+        if (!st.ok()) {
+          for (NodeObserver* o : observers_) o->end_step(plan, false);
+          return st.with_context(fmt::format("{}: reading node {} for its observers: ", b.name(), ev.id));
+        }
+        ev.data = observed_.data();
+      }
       for (NodeObserver* o : observers_) o->on_node(plan, ev);
     }
   }
-  for (NodeObserver* o : observers_) o->end_step(plan, true);
-  return {};
+  Status st = download_outputs(plan);
+  for (NodeObserver* o : observers_) o->end_step(plan, st.ok());
+  return st;
 }
 
 void Scheduler::add_observer(NodeObserver* observer) {
@@ -341,7 +472,11 @@ void Scheduler::remove_observer(NodeObserver* observer) {
 }
 
 const float* Scheduler::output_data(const Plan& plan, size_t i) const {
-  return static_cast<const float*>(plan.data[static_cast<size_t>(plan.graph.outputs[i])]);
+  const NodeId id = plan.graph.outputs[i];
+  for (const Staged& st : plan.outputs) {  // a device output: its host copy
+    if (st.node == id) return reinterpret_cast<const float*>(static_cast<const uint8_t*>(plan.staging->base()) + st.offset);
+  }
+  return static_cast<const float*>(plan.data[static_cast<size_t>(id)]);
 }
 
 }  // namespace minfer::sched

@@ -2,6 +2,9 @@
 //   build (the model's pure function of GraphParams) -> assign backends -> fuse -> allocate -> execute.
 // Plans are cached by GraphParams: a decode step with the same token count reuses the built, assigned and
 // allocated plan; positions, KV cells and windows are data bound at execution, never topology.
+// With several backends, a split is a maximal run of nodes on one backend; they meet at copies of only
+// the tensors that cross (Split::inputs for a host split, the device backend's own copy-in of host
+// pointers for a device split, Plan::outputs after the last split), see docs/BACKENDS.md.
 //
 //   Scheduler sched({&cpu}, &pool);
 //   auto plan = sched.plan({n_tokens, n_outputs}, [&] { return model.build_graph(params); });
@@ -27,10 +30,21 @@ namespace minfer::sched {
 
 using graph::GraphParams;
 
+// A device node's bytes copied into host memory before a host split reads them (the split's inputs
+// from other backends). Host bytes a device split reads need no entry: the device backend copies them in
+// when it records the op (see Backend::host_memory).
+struct Staged {
+  graph::NodeId node = graph::kNoNode;  // the source as the split's nodes name it
+  int32_t from = 0;                     // backend holding its storage
+  size_t offset = 0;                    // in Plan::staging
+  size_t bytes = 0;
+};
+
 struct Split {
   int32_t backend = 0;
   size_t begin = 0;  // range in Plan::order
   size_t end = 0;
+  std::vector<Staged> inputs;  // copied in before the split runs; empty when nothing crosses
 };
 
 struct Plan {
@@ -42,11 +56,19 @@ struct Plan {
   std::vector<void*> data;                               // per node: buffer, weight handle or bound input
   std::vector<size_t> arena_bytes;                       // per backend
   graph::FuseStats fuse_stats;
+  // Host memory for the staged split inputs (reused by every split: a staged copy is read only by its
+  // split) followed by the graph outputs that live on a device, downloaded after the last split.
+  std::unique_ptr<backend::Buffer> staging;
+  std::vector<Staged> outputs;  // per graph output on a device; node = the output
+  size_t n_crossings() const;   // staged tensors, over all splits and outputs
 };
 
 class Scheduler {
  public:
   using Builder = std::function<Result<graph::Graph>(const GraphParams&)>;
+  // Whether `node` may run on `backend` at all (besides supports_op): the engine's layer offload.
+  // Unset: every backend may run every node it supports.
+  using Placement = std::function<bool(const graph::Node& node, const backend::Backend& backend)>;
 
   // `backends` in any order; assignment prefers higher priority(). The pool runs the CPU kernels.
   Scheduler(std::vector<backend::Backend*> backends, ThreadPool* pool);
@@ -61,6 +83,12 @@ class Scheduler {
 
   // Assign + fuse + allocate an already built graph (also what plan() does on a miss).
   Result<std::unique_ptr<Plan>> prepare(graph::Graph graph, const GraphParams& params);
+  // Set before the first plan: plans already built keep their assignment.
+  void set_placement(Placement placement) { placement_ = std::move(placement); }
+  // Assigns every node but the weights (index into backends(), highest priority first), as prepare()
+  // would: which backend runs what, so the engine can register weights where their readers run.
+  Status assign_ops(graph::Graph& graph) const;
+  const std::vector<backend::Backend*>& backends() const { return backends_; }
 
   std::vector<std::string> backend_names() const;
   // Per-op wall time, collected when MINFER_OP_TIMING=1 (printed to stderr at destruction).
@@ -80,6 +108,9 @@ class Scheduler {
 
  private:
   Status assign(graph::Graph& graph) const;
+  Status stage_inputs(Plan& plan, const Split& split);
+  Status download_outputs(Plan& plan);
+  std::span<void* const> split_data(Plan& plan, const Split& split);
   Status execute_observed(Plan& plan, const backend::ExecContext& ctx);
   Status allocate(Plan& plan);
 
@@ -92,6 +123,9 @@ class Scheduler {
   bool op_timing_ = false;
   std::map<std::string, OpTime> op_times_;
   std::vector<NodeObserver*> observers_;
+  Placement placement_;
+  std::vector<void*> split_data_;  // plan.data with a split's staged inputs swapped in (reused)
+  std::vector<float> observed_;    // a device node's output copied for the observers
 };
 
 }  // namespace minfer::sched

@@ -286,14 +286,37 @@ TEST_F(ModelArgTest, LlamaCppSpellingsAreAliasesAndTheOthersAreRefused) {
   ASSERT_EQ(b.rc, 0) << b.err;
   EXPECT_EQ(nlohmann::json::parse(a.out)["generated_ids"], nlohmann::json::parse(b.out)["generated_ids"]);
 
-  Ran r = run_minfer({"-m", m, "-p", "hi", "-ngl", "99"});
+  // -ngl is --gpu-layers; with the CPU alone, blocks cannot be offloaded (refused, not ignored).
+  Ran r = run_minfer({"-m", m, "-p", "hi", "-ngl", "99", "--backend", "cpu"});
   EXPECT_EQ(r.rc, 1);
-  EXPECT_TRUE(has(r.err, "-ngl/--gpu-layers 99: no GPU layer offload yet")) << r.err;
-  r = run_minfer({"serve", m, "--gpu-layers", "10"});
+  EXPECT_TRUE(has(r.err, "--gpu-layers 99: no device backend is in use")) << r.err;
+  r = run_minfer({"serve", m, "--gpu-layers", "10"}, {"MINFER_BACKENDS=CPU"});
   EXPECT_EQ(r.rc, 1);
-  EXPECT_TRUE(has(r.err, "-ngl/--gpu-layers 10: no GPU layer offload yet")) << r.err;
+  EXPECT_TRUE(has(r.err, "--gpu-layers 10: no device backend is in use")) << r.err;
   r = run_minfer({"-m", m, "-p", "hi", "-n", "2", "-ngl", "0"});  // llama.cpp's "CPU only" is what runs
   EXPECT_EQ(r.rc, 0) << r.err;
+  // The backend and layer flags, refused by name in every command that loads a model; the flag wins over
+  // the environment.
+  r = run_minfer({"-m", m, "-p", "hi", "--backend", "cpu,metal"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "unknown backend 'metal' (known: cpu, vulkan)")) << r.err;
+  r = run_minfer({"bench", m, "-p", "1", "-n", "0"}, {"MINFER_BACKENDS=Quantum"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "unknown backend 'quantum'")) << r.err;
+  r = run_minfer({"specverify", m, "--backend", "cpu", "-p", "4", "--nts", "1", "-r", "1"}, {"MINFER_BACKENDS=Quantum"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = run_minfer({"-m", m, "-p", "hi", "--gpu-layers", "most"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--gpu-layers: gpu layers 'most': expected a block count >= 0, auto or all")) << r.err;
+  r = run_minfer({"-m", m, "-p", "hi"}, {"MINFER_GPU_LAYERS=-2"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "MINFER_GPU_LAYERS: gpu layers '-2'")) << r.err;
+  r = run_minfer({"viz", m, "--gpu", "3", "--backend", "cpu"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--gpu 3 names a Vulkan device, but the backends asked for are CPU only")) << r.err;
+  r = run_minfer({"-m", m, "-p", "hi", "--backend", "vulkan"}, {"MINFER_VULKAN_LOADER=/nonexistent/libvulkan.so"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "backend 'vulkan'")) << r.err;
   r = run_minfer({"-m", m, "-p", "hi", "-fa", "off"});
   EXPECT_EQ(r.rc, 2);
   EXPECT_TRUE(has(r.err, "-fa/--flash-attn off: this build has no unfused attention kernel")) << r.err;

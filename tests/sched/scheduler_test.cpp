@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "common/fake_device.h"
 #include "graph/builder.h"
 #include "sched/scheduler.h"
 
@@ -16,30 +17,6 @@ using graph::GraphBuilder;
 using graph::InputKind;
 using graph::NodeId;
 using graph::OpKind;
-
-// A device that claims Add only and whose memory the host cannot touch.
-class FakeDevice final : public backend::Backend {
- public:
-  std::string_view name() const override { return "FAKE"; }
-  int priority() const override { return 200; }
-  bool supports_op(const graph::Graph&, const graph::Node& n) const override { return n.op == OpKind::kAdd; }
-  bool supports_fused(OpKind) const override { return false; }
-  Status register_weight(const backend::WeightSource&) override { return {}; }
-  const void* weight_handle(const std::string&) const override { return nullptr; }
-  Result<std::unique_ptr<backend::Buffer>> alloc_buffer(size_t bytes) override {
-    struct Dev final : backend::Buffer {
-      explicit Dev(size_t n) : mem(n) {}
-      void* base() override { return mem.data(); }
-      size_t size() const override { return mem.size(); }
-      bool host_visible() const override { return false; }
-      std::vector<uint8_t> mem;
-    };
-    return std::unique_ptr<backend::Buffer>(std::make_unique<Dev>(bytes));
-  }
-  Status execute(const graph::Graph&, NodeId, std::span<void* const>, const backend::ExecContext&) override {
-    return {};
-  }
-};
 
 struct Fixture {
   backend::CpuBackend cpu;
@@ -90,17 +67,75 @@ TEST(Scheduler, ExecutesReusesAndRunsInPlace) {
   EXPECT_EQ(sched.n_builds(), 2);
 }
 
-TEST(Scheduler, AssignsByPriorityAndRefusesMissingCopies) {
+// The graph alternates backends: get_rows (CPU, its table is there only), add (FAKE), silu (CPU, FAKE
+// has no silu), mul (FAKE). So the CPU's silu reads a device tensor (staged into host memory before its
+// split), FAKE reads host tensors itself, and the output lives on the device (downloaded after the last
+// split). The results must equal the CPU-only run bit for bit (same arithmetic).
+TEST(Scheduler, CopiesAcrossBackendsAtSplitBoundaries) {
   Fixture f;
-  FakeDevice dev;
+  test::FakeDevice dev;
+  ASSERT_TRUE(dev.register_weight({"bias", DType::F32, {4, 1, 1, 1}, f.bias.data(), 16}).ok());
   Scheduler sched({&f.cpu, &dev}, &f.pool);
   EXPECT_EQ(sched.backend_names(), (std::vector<std::string>{"FAKE", "CPU"}));
+  Scheduler cpu_only({&f.cpu}, &f.pool);
+  const std::vector<int32_t> tokens = {2, 0, 1};
+  const std::vector<int32_t> rows = {0, 1, 2};
+  backend::BatchView batch;
+  batch.tokens = tokens;
+  batch.output_rows = rows;
+  auto plan = sched.plan({3, 3}, Fixture::build);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  const Plan& p = **plan;
+  ASSERT_EQ(p.splits.size(), 4u);
+  const std::vector<int32_t> want_backend = {1, 0, 1, 0};  // CPU, FAKE, CPU, FAKE
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(p.splits[i].backend, want_backend[i]) << i;
+  // Only silu's split stages a tensor (the add); the mul reads host silu itself; the output comes back.
+  EXPECT_TRUE(p.splits[0].inputs.empty());
+  EXPECT_TRUE(p.splits[1].inputs.empty());
+  ASSERT_EQ(p.splits[2].inputs.size(), 1u);
+  EXPECT_EQ(p.graph.node(p.splits[2].inputs[0].node).op, OpKind::kAdd);
+  EXPECT_TRUE(p.splits[3].inputs.empty());
+  EXPECT_EQ(p.outputs.size(), 1u);
+  EXPECT_EQ(p.n_crossings(), 2u);
+  const Status st = sched.execute(**plan, batch, {});
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(dev.executed, 2);
+  EXPECT_EQ(dev.downloads, 2);
+  auto ref = cpu_only.plan({3, 3}, Fixture::build);
+  ASSERT_TRUE(ref.ok());
+  ASSERT_TRUE(cpu_only.execute(**ref, batch, {}).ok());
+  const float* y = sched.output_data(**plan, 0);
+  const float* want = cpu_only.output_data(**ref, 0);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(y[i], want[i]) << i;
+}
+
+// A placement callback keeps nodes off a backend (the engine's layer offload); what no backend may run
+// is an error naming the node.
+TEST(Scheduler, PlacementLimitsBackendsAndRefusesUnrunnableNodesByName) {
+  Fixture f;
+  test::FakeDevice dev;
+  ASSERT_TRUE(dev.register_weight({"bias", DType::F32, {4, 1, 1, 1}, f.bias.data(), 16}).ok());
+  Scheduler sched({&f.cpu, &dev}, &f.pool);
+  sched.set_placement([](const graph::Node& n, const backend::Backend& b) {
+    return b.host_memory() || n.op == OpKind::kMul;
+  });
+  auto plan = sched.plan({2, 2}, Fixture::build);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  for (NodeId id : (*plan)->order) {
+    const graph::Node& n = (*plan)->graph.node(id);
+    if (n.op == OpKind::kAdd || n.op == OpKind::kGetRows) {
+      EXPECT_EQ(n.backend, 1);  // CPU
+    }
+    if (n.op == OpKind::kMul) {
+      EXPECT_EQ(n.backend, 0);
+    }
+  }
+  Scheduler none({&dev}, &f.pool);
   auto built = Fixture::build({2, 2});
   ASSERT_TRUE(built.ok());
-  auto plan = sched.prepare(std::move(*built), {2, 2});
-  ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.status().message().find("on CPU reads node"), std::string::npos) << plan.status().message();
-  EXPECT_NE(plan.status().message().find("cross-device copies are not implemented"), std::string::npos);
+  auto refused = none.prepare(std::move(*built), {2, 2});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("no backend can run node"), std::string::npos) << refused.status().message();
 }
 
 }  // namespace

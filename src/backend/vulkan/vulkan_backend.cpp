@@ -87,8 +87,10 @@ struct VulkanBackend::Arena final : public Buffer {
   void* reserved = nullptr;
   size_t bytes = 0;
   std::shared_ptr<std::map<uintptr_t, Arena*>> registry;
+  std::shared_ptr<size_t> live_bytes;  // the backend's count of live buffer bytes
 
   ~Arena() override {
+    if (live_bytes) *live_bytes -= bytes;
     registry->erase(reinterpret_cast<uintptr_t>(reserved));
     if (reserved) munmap(reserved, std::max<size_t>(bytes, 1));
   }
@@ -117,6 +119,12 @@ VulkanBackend::~VulkanBackend() {
 uint64_t VulkanBackend::max_binding() const {
   const uint64_t dev_max = dev_->info().max_storage_buffer_range;
   return max_binding_override_ ? std::min(max_binding_override_, dev_max) : dev_max;
+}
+
+uint64_t VulkanBackend::memory_free() const {
+  const uint64_t held = weight_bytes_ + *buffer_bytes_;
+  const uint64_t total = dev_->info().device_local_bytes;
+  return total > held ? total - held : 0;
 }
 
 size_t VulkanBackend::buffer_alignment() const {
@@ -223,6 +231,8 @@ Result<std::unique_ptr<Buffer>> VulkanBackend::alloc_buffer(size_t bytes) {
     return error(StatusCode::kOutOfRange, "Vulkan backend: cannot reserve {} bytes of addresses", bytes);
   arena->reserved = r;
   (*arenas_)[reinterpret_cast<uintptr_t>(r)] = arena.get();
+  arena->live_bytes = buffer_bytes_;
+  *buffer_bytes_ += bytes;
   return std::unique_ptr<Buffer>(std::move(arena));
 }
 

@@ -46,6 +46,11 @@ class VulkanBackend final : public Backend {
 
   std::string_view name() const override { return "Vulkan"; }
   int priority() const override { return 200; }
+  bool host_memory() const override { return false; }
+  std::string device_name() const override { return dev_->info().name; }
+  // The device-local heaps less what this backend holds (weights and live buffers); Vulkan 1.1 has no
+  // portable budget query, so other processes' use is not seen.
+  uint64_t memory_free() const override;
   // Exactly the ops and types there are shaders for (docs/BACKENDS.md has the table): matmul with weights
   // of every type the CPU computes (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K)
   // registered here and f32 activations; get_rows from such a weight or an f32 activation; rms_norm, add,
@@ -126,6 +131,7 @@ class VulkanBackend final : public Backend {
   std::unique_ptr<vk::PipelineCache> pipelines_;
   std::unordered_map<std::string, std::unique_ptr<Weight>> weights_;
   size_t weight_bytes_ = 0;
+  std::shared_ptr<size_t> buffer_bytes_ = std::make_shared<size_t>(0);  // live alloc_buffer() bytes
   uint64_t max_binding_override_ = 0;
   std::shared_ptr<std::map<uintptr_t, Arena*>> arenas_;  // by base address; shared with the arenas
   // Host data copied for the recorded work (bound inputs, CPU nodes), recycled after each submit.
