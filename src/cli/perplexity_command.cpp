@@ -252,7 +252,8 @@ int perplexity_command(const Args& argv) {
       "minfer perplexity");
   ModelArg model_arg;
   std::string text_file, base_file, output = "text", cache;
-  int32_t n_ctx = 512, chunks = -1, batch = 2048, threads = 0, gpu_layers = 0;
+  int32_t n_ctx = 512, chunks = -1, batch = 2048, threads = 0;
+  DeviceArgs device;
   bool kld = false;
   std::string flash_attn = "auto";
   add_model_arg(app, &model_arg);
@@ -279,10 +280,11 @@ int perplexity_command(const Args& argv) {
   app.add_option("-o,--output", output, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
-  add_gpu_layers_option(app, &gpu_layers);
+  add_device_options(app, &device);
   add_flash_attn_option(app, &flash_attn);
   if (int code = parse_args(app, argv); code >= 0) return code;
-  if (Status st = check_gpu_layers(app, gpu_layers); !st.ok()) return fail(st);
+  auto offload = offload_options(app, device);
+  if (!offload.ok()) return fail(offload.status());
   if (kld && base_file.empty()) {
     return fail(
         invalid_argument("--kl-divergence needs --kl-divergence-base FILE (the base model's "
@@ -319,6 +321,7 @@ int perplexity_command(const Args& argv) {
   options.n_threads = threads;
   options.n_batch = std::min({512, batch, n_ctx});
   options.cache_type = *kv_type;
+  options.offload = *offload;
   options.n_ctx = static_cast<int32_t>(std::min<int64_t>(static_cast<int64_t>(n_seq) * n_ctx, 1 << 30));
   auto loaded = engine::Engine::load(*model, options);
   if (!loaded.ok()) return fail(loaded.status());
