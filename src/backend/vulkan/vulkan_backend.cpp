@@ -140,6 +140,10 @@ bool VulkanBackend::supports_op(const Graph& graph, const Node& node) const {
     case OpKind::kWeight:
     case OpKind::kKvStore:
     case OpKind::kAttention:
+    case OpKind::kMoeRoute:  // mixture of experts: CPU-only (docs/BACKENDS.md)
+    case OpKind::kMoeWeights:
+    case OpKind::kMatMulId:
+    case OpKind::kMoeSum:
       return false;
   }
   return false;
@@ -491,6 +495,10 @@ Status VulkanBackend::record(const Graph& graph, NodeId id, std::span<void* cons
     }
     case OpKind::kKvStore:
     case OpKind::kAttention:
+    case OpKind::kMoeRoute:
+    case OpKind::kMoeWeights:
+    case OpKind::kMatMulId:
+    case OpKind::kMoeSum:
       break;
   }
   return unsupported("node {} ({} '{}'): the Vulkan backend has no shader for it", id,
