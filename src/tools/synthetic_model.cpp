@@ -357,7 +357,7 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
       for (size_t i = 0; i < t.ne.size(); ++i) d.ne[i] = t.ne[i];
       descs.push_back(std::move(d));
     }
-    decisions = quant::choose_tensor_types(*qtype, descs);
+    decisions = quant::choose_tensor_types(*qtype, descs, /*pure=*/false, static_cast<int>(s.n_expert));
   }
   for (size_t i = 0; i < pending.size(); ++i) {
     Pending& t = pending[i];

@@ -23,7 +23,7 @@ CASES = [  # (preset, type, seed)
     ("tiny-qwen3moe", "f32", 7),
     ("tiny-qwen3moe", "q8_0", 7),
     ("tiny-qwen3moe", "q4_0", 7),
-    ("tiny-qwen3moe", "q4_K_M", 3),  # see README.md for the seed
+    ("tiny-qwen3moe", "q4_K_M", 5),  # see README.md for the seed
 ]
 PROMPTS = [
     "The capital of France is",
