@@ -154,4 +154,60 @@ NodeId GraphBuilder::attention(int32_t layer, NodeId q, NodeId store, int32_t n_
   return append(std::move(node));
 }
 
+NodeId GraphBuilder::moe_route(NodeId logits, int32_t n_expert_used) {
+  const Node& l = at(logits);
+  MINFER_CHECK(l.type == DType::F32 && rows(l.ne) == l.ne[1], "moe_route: logits must be f32 {{n_expert, n}}");
+  MINFER_CHECK(n_expert_used > 0 && n_expert_used <= l.ne[0], "moe_route: {} of {} experts", n_expert_used, l.ne[0]);
+  Node node;
+  node.op = OpKind::kMoeRoute;
+  node.src = {logits};
+  node.params.n_expert_used = n_expert_used;
+  node.type = DType::I32;
+  node.ne = {n_expert_used, l.ne[1], 1, 1};
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::moe_weights(NodeId logits, NodeId ids, bool norm_w) {
+  const Node& l = at(logits);
+  const Node& i = at(ids);
+  MINFER_CHECK(i.type == DType::I32 && i.ne[1] == l.ne[1] && rows(i.ne) == i.ne[1],
+               "moe_weights: ids must be I32 {{n_expert_used, n}} for {} tokens", l.ne[1]);
+  Node node;
+  node.op = OpKind::kMoeWeights;
+  node.src = {logits, ids};
+  node.params.n_expert_used = static_cast<int32_t>(i.ne[0]);
+  node.params.moe_norm_w = norm_w;
+  node.ne = {i.ne[0], i.ne[1], 1, 1};
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::matmul_id(NodeId w, NodeId x, NodeId ids) {
+  const Node& wn = at(w);
+  const Node& xn = at(x);
+  const Node& in = at(ids);
+  MINFER_CHECK(wn.ne[3] == 1, "matmul_id: weight must be 3-D {{k, n_out, n_expert}}");
+  MINFER_CHECK(wn.ne[0] == xn.ne[0], "matmul_id: weight k {} != activation k {}", wn.ne[0], xn.ne[0]);
+  MINFER_CHECK(in.type == DType::I32 && rows(in.ne) == in.ne[1], "matmul_id: ids must be I32 {{n_expert_used, n}}");
+  MINFER_CHECK(xn.ne[3] == 1 && xn.ne[2] == in.ne[1] && (xn.ne[1] == 1 || xn.ne[1] == in.ne[0]),
+               "matmul_id: activations must be {{k, 1 or n_expert_used, n}}");
+  Node node;
+  node.op = OpKind::kMatMulId;
+  node.src = {w, x, ids};
+  node.ne = {wn.ne[1], in.ne[0], in.ne[1], 1};
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::moe_sum(NodeId experts, NodeId weights) {
+  const Node& e = at(experts);
+  const Node& w = at(weights);
+  MINFER_CHECK(e.ne[3] == 1 && w.type == DType::F32 && w.ne[0] == e.ne[1] && w.ne[1] == e.ne[2] &&
+                   rows(w.ne) == w.ne[1],
+               "moe_sum: weights must be {{n_expert_used, n}} for experts {{d, n_expert_used, n}}");
+  Node node;
+  node.op = OpKind::kMoeSum;
+  node.src = {experts, weights};
+  node.ne = {e.ne[0], e.ne[2], 1, 1};
+  return append(std::move(node));
+}
+
 }  // namespace minfer::graph

@@ -30,6 +30,12 @@ class GraphBuilder {
               NodeId freq_factors);
   NodeId kv_store(int32_t layer, NodeId k, NodeId v);
   NodeId attention(int32_t layer, NodeId q, NodeId store, int32_t n_head, int32_t n_head_kv, int32_t head_dim);
+  // Mixture of experts (see ir.h): router logits {n_expert, n} -> chosen ids / their weights; the expert
+  // matmul over 3-D weights {k, n_out, n_expert}; the weighted sum over the chosen experts' outputs.
+  NodeId moe_route(NodeId logits, int32_t n_expert_used);
+  NodeId moe_weights(NodeId logits, NodeId ids, bool norm_w);
+  NodeId matmul_id(NodeId w, NodeId x, NodeId ids);
+  NodeId moe_sum(NodeId experts, NodeId weights);
   void output(NodeId id) { graph_.outputs.push_back(id); }
 
   // Labels the most recently added node and the transformer layer it belongs to.

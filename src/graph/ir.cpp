@@ -17,6 +17,10 @@ std::string_view op_name(OpKind op) {
     case OpKind::kRope: return "rope";
     case OpKind::kKvStore: return "kv_store";
     case OpKind::kAttention: return "attention";
+    case OpKind::kMoeRoute: return "moe_route";
+    case OpKind::kMoeWeights: return "moe_weights";
+    case OpKind::kMatMulId: return "mul_mat_id";
+    case OpKind::kMoeSum: return "moe_sum";
   }
   return "?";
 }

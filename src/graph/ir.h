@@ -33,6 +33,16 @@ enum class OpKind : uint8_t {
                // src1 = positions, optional src2 = per-pair frequency divisors {n_rot/2} (llama3 rope_freqs)
   kKvStore,    // writes K (src0) and V (src1) of the batch into the layer's KV cells; no output data
   kAttention,  // causal GQA attention of Q (src0) over the layer's KV cells; src1 = the KvStore it follows
+  // Mixture of experts (llama.cpp's build_moe_ffn with softmax gating):
+  kMoeRoute,    // router logits src0 {n_expert, n} -> I32 {n_expert_used, n}: the experts of the largest softmax
+                // probabilities, largest first (ties: lower expert id first)
+  kMoeWeights,  // logits src0, chosen ids src1 -> F32 {n_expert_used, n}: their softmax probabilities, divided
+                // by their sum when params.moe_norm_w (the sum clamped below at 2^-14, as llama.cpp)
+  kMatMulId,    // matmul by expert (mul_mat_id): src0 weight {k, n_out, n_expert}, src1 activations {k, b, n}
+                // (b = 1: one row per token shared by its experts; b = n_expert_used: a row per slot), src2
+                // ids I32 {n_expert_used, n} -> {n_out, n_expert_used, n}; slot j uses expert ids[j]'s matrix
+  kMoeSum,      // src0 experts {d, n_expert_used, n}, src1 weights {n_expert_used, n} -> {d, n}:
+                // (e0 * w0 + e1 * w1) + e2 * w2 ... in slot order
 };
 
 std::string_view op_name(OpKind op);
@@ -56,6 +66,8 @@ struct OpParams {
   int32_t n_head_kv = 0;        // Attention
   int32_t head_dim = 0;         // Attention
   float scale = 0.0f;           // Attention: 1/sqrt(head_dim)
+  int32_t n_expert_used = 0;    // MoeRoute: experts chosen per token
+  bool moe_norm_w = false;      // MoeWeights: divide the chosen probabilities by their sum
 
   bool operator==(const OpParams&) const = default;
 };

@@ -31,6 +31,12 @@ struct HParams {
   bool rope_normal = false;                // llama's pairing (2i, 2i + 1); false: NEOX (Qwen)
   std::vector<float> rope_freq_factors;    // llama3 scaling: rope_freqs.weight (n_rot/2 divisors), or empty
   float rms_eps = 1e-6f;
+  // Mixture of experts (0 experts: a dense FFN of n_ff). Each token's FFN is the weighted sum of the SwiGLU
+  // FFNs (n_ff_exp wide) of the n_expert_used experts its router ranks first.
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_exp = 0;
+  bool expert_weights_norm = false;  // divide the chosen experts' probabilities by their sum
 
   int64_t n_embd_q() const { return static_cast<int64_t>(n_head) * head_dim; }
   int64_t n_embd_kv() const { return static_cast<int64_t>(n_head_kv) * head_dim; }

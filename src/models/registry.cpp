@@ -3,6 +3,7 @@
 #include "models/llama/llama.h"
 #include "models/qwen2/qwen2.h"
 #include "models/qwen3/qwen3.h"
+#include "models/qwen3moe/qwen3moe.h"
 
 namespace minfer::models {
 namespace {
@@ -16,6 +17,7 @@ constexpr Entry kArchitectures[] = {
     {"llama", load_llama},
     {"qwen2", load_qwen2},
     {"qwen3", load_qwen3},
+    {"qwen3moe", load_qwen3moe},
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
-// llama-quantize's tensor type rules restricted to the dense Qwen-family architectures and the file
-// types minfer writes (no imatrix, no MoE, no IQ types). See docs/KERNELS.md for the rule table.
+// llama-quantize's tensor type rules restricted to the architectures minfer runs (dense and mixture-of-experts)
+// and the file types minfer writes (no imatrix, no IQ types). See docs/KERNELS.md for the rule table.
 #include "quant/quantize_rules.h"
 
 #include <fmt/format.h>
@@ -90,7 +90,7 @@ std::vector<std::string_view> file_type_names() {
 }
 
 std::vector<TensorDecision> choose_tensor_types(const FileType& ft, const std::vector<TensorDesc>& tensors,
-                                                bool pure) {
+                                                bool pure, int n_expert) {
   bool has_output = false;
   int n_attn_v = 0, n_ffn_down = 0;
   for (const TensorDesc& t : tensors) {
@@ -134,7 +134,21 @@ std::vector<TensorDecision> choose_tensor_types(const FileType& ft, const std::v
           nt = DType::Q5_K;
           why = "attn_v in the first 4 layers";
         }
+        if (n_expert == 8) {  // llama-quantize: "for the 8-expert model, bumping this to Q8_0 trades just ~128MB"
+          nt = DType::Q8_0;
+          why = "attn_v of an 8-expert model";
+        }
         ++i_attn_v;
+      } else if (contains(name, "attn_k.weight")) {
+        if (n_expert == 8) {
+          nt = DType::Q8_0;
+          why = "attn_k of an 8-expert model";
+        }
+      } else if (contains(name, "attn_output.weight")) {
+        if (n_expert == 8 && (ft.ftype == kFtypeQ4_K_S || ft.ftype == kFtypeQ4_K_M)) {
+          nt = DType::Q5_K;
+          why = "attn_output of an 8-expert model";
+        }
       } else if (contains(name, "ffn_down")) {
         const int i = layer_of(name) >= 0 ? layer_of(name) : i_ffn_down;
         if ((ft.ftype == kFtypeQ4_K_M || ft.ftype == kFtypeQ5_K_M) && use_more_bits(i, n_ffn_down)) {

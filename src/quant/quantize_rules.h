@@ -41,7 +41,10 @@ struct TensorDecision {
 
 // Decisions for all tensors of a model (counts of attn_v / ffn_down tensors matter for the K mixes).
 // `tied_output` is derived: a model without output.weight treats token_embd.weight as the output.
+// `n_expert` is the model's `<arch>.expert_count` (0 for dense models): expert tensors (ffn_*_exps) follow
+// the rules of their dense names (ffn_down_exps is an ffn_down), the router (ffn_gate_inp) is kept, and
+// llama-quantize's 8-expert rules apply (attn_k and attn_v in Q8_0, attn_output in Q5_K for Q4_K mixes).
 std::vector<TensorDecision> choose_tensor_types(const FileType& ft, const std::vector<TensorDesc>& tensors,
-                                                bool pure = false);
+                                                bool pure = false, int n_expert = 0);
 
 }  // namespace minfer::quant

@@ -2,6 +2,7 @@
 // streamed to gguf::Writer through per-tensor producers (one tensor's f32 copy in memory at a time).
 #include "tools/quantize.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -60,7 +61,14 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& options) {
     for (int i = 0; i < 4; ++i) d.ne[i] = t.ne[static_cast<size_t>(i)];
     descs.push_back(std::move(d));
   }
-  const std::vector<quant::TensorDecision> decisions = quant::choose_tensor_types(*ft, descs, options.pure);
+  int n_expert = 0;  // llama-quantize reads hparams.n_expert (<arch>.expert_count) for its expert rules
+  if (file->metadata().contains("general.architecture")) {
+    MINFER_ASSIGN_OR_RETURN(std::string arch, file->metadata().get_string("general.architecture"));
+    MINFER_ASSIGN_OR_RETURN(uint32_t experts, file->metadata().get_u32_or(arch + ".expert_count", 0));
+    n_expert = static_cast<int>(std::min<uint32_t>(experts, 1u << 20));
+  }
+  const std::vector<quant::TensorDecision> decisions =
+      quant::choose_tensor_types(*ft, descs, options.pure, n_expert);
 
   gguf::Writer writer;
   for (const auto& [key, value] : file->metadata().entries()) {

@@ -92,7 +92,8 @@ gguf::Writer::Producer normal_tensor(uint64_t seed, int64_t n, float mean, float
 // A quantized tensor: the same f32 draws as normal_tensor, encoded row by row into `type`.
 gguf::Writer::Producer quantized_tensor(uint64_t seed, std::vector<int64_t> ne, float mean, float std, DType type) {
   return [=]() -> Result<std::vector<uint8_t>> {
-    const int64_t rows = ne.size() > 1 ? ne[1] : 1;
+    int64_t rows = 1;  // every row of a 2-D or expert-stacked 3-D tensor
+    for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
     Rng rng(seed);
     std::vector<float> f(static_cast<size_t>(ne[0] * rows));
     for (float& v : f) v = mean + std * static_cast<float>(rng.normal());
@@ -135,7 +136,7 @@ gguf::Writer::Producer llama3_rope_freqs(float base, int64_t head_dim, float fac
 std::vector<std::string> synthetic_preset_names() {
   return {"tiny-qwen2", "tiny-qwen3", "tiny-llama", "tiny-llama-tied", "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b",
           "qwen2.5-7b", "qwen3-8b", "llama-3.2-1b", "llama-3.1-8b", "mistral-7b", "tiny-qwen3-embedding",
-          "qwen3-embedding-0.6b"};
+          "qwen3-embedding-0.6b", "tiny-qwen3moe", "qwen3-30b-a3b"};
 }
 
 Result<SyntheticShape> synthetic_preset(const std::string& name) {
@@ -165,6 +166,14 @@ Result<SyntheticShape> synthetic_preset(const std::string& name) {
   }
   if (name == "mistral-7b") {
     s = {"llama", 4096, 32, 32, 8, 128, 14336, 32768, 1e6f, 1e-5f, false, -1, 0.0f};
+    return s;
+  }
+  if (name == "tiny-qwen3moe") {
+    s = {"qwen3moe", 256, 2, 4, 2, 64, 512, 4096, 1e6f, 1e-6f, false, -1, 0.0f, 8, 2, 256};
+    return s;
+  }
+  if (name == "qwen3-30b-a3b") {  // Qwen3-30B-A3B's config.json
+    s = {"qwen3moe", 2048, 48, 32, 4, 128, 6144, 40960, 1e6f, 1e-6f, false, -1, 0.0f, 128, 8, 768};
     return s;
   }
   if (name == "qwen2.5-0.5b") {
@@ -205,7 +214,7 @@ Result<SyntheticShape> synthetic_preset(const std::string& name) {
 
 Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
   const SyntheticShape& s = options.shape;
-  if (s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "llama") {
+  if (s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3moe" && s.arch != "llama") {
     return unsupported("synthetic model: unsupported architecture '{}'", s.arch);
   }
   if (s.llama3_rope_factor != 0.0f && s.arch != "llama") {
@@ -219,6 +228,11 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
              options.weight_type != DType::BF16) {
     return unsupported("synthetic model: weight type {} is not generated directly; write f32 and run `minfer quantize`",
                        dtype_name(options.weight_type));
+  }
+  const bool moe = s.arch == "qwen3moe";
+  if (moe != (s.n_expert > 0) || (moe && (s.n_expert_used == 0 || s.n_expert_used > s.n_expert || s.n_ff_exp == 0))) {
+    return invalid_argument("synthetic model: experts ({} used of {}, width {}) are for qwen3moe only, and it needs them",
+                            s.n_expert_used, s.n_expert, s.n_ff_exp);
   }
   if (s.n_head == 0 || s.n_head_kv == 0 || s.n_head % s.n_head_kv != 0) {
     return invalid_argument("synthetic model: n_head {} is not a multiple of n_head_kv {}", s.n_head, s.n_head_kv);
@@ -242,7 +256,12 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
     meta.set(a + ".rope.dimension_count", Value::u32(s.head_dim));
     meta.set(a + ".vocab_size", Value::u32(0));  // set below, once the vocabulary is known
   }
-  if (a == "qwen3" || s.head_dim * s.n_head != s.n_embd) {
+  if (moe) {
+    meta.set(a + ".expert_count", Value::u32(s.n_expert));
+    meta.set(a + ".expert_used_count", Value::u32(s.n_expert_used));
+    meta.set(a + ".expert_feed_forward_length", Value::u32(s.n_ff_exp));
+  }
+  if (a == "qwen3" || moe || s.head_dim * s.n_head != s.n_embd) {
     meta.set(a + ".attention.key_length", Value::u32(s.head_dim));
     meta.set(a + ".attention.value_length", Value::u32(s.head_dim));
   }
@@ -312,6 +331,17 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
     }
     MINFER_RETURN_IF_ERROR(add(p + "attn_output.weight", {Q, E}, 0.0f, 2.5f / std::sqrt(static_cast<float>(Q)), wt));
     MINFER_RETURN_IF_ERROR(add(p + "ffn_norm.weight", {E}, 1.0f, 0.1f, DType::F32));
+    if (moe) {
+      // A router with logits of standard deviation ~4: decisive enough that the experts a token picks are
+      // rarely near-ties another engine's rounding could swap (a sharper one amplifies that rounding more).
+      const int64_t X = s.n_expert, FX = s.n_ff_exp;
+      MINFER_RETURN_IF_ERROR(add(p + "ffn_gate_inp.weight", {E, X}, 0.0f, 4.0f * inv_sqrt_e, DType::F32));
+      MINFER_RETURN_IF_ERROR(add(p + "ffn_gate_exps.weight", {E, FX, X}, 0.0f, inv_sqrt_e, wt));
+      MINFER_RETURN_IF_ERROR(add(p + "ffn_up_exps.weight", {E, FX, X}, 0.0f, inv_sqrt_e, wt));
+      MINFER_RETURN_IF_ERROR(
+          add(p + "ffn_down_exps.weight", {FX, E, X}, 0.0f, 2.5f / std::sqrt(static_cast<float>(FX)), wt));
+      continue;
+    }
     MINFER_RETURN_IF_ERROR(add(p + "ffn_gate.weight", {E, F}, 0.0f, inv_sqrt_e, wt));
     MINFER_RETURN_IF_ERROR(add(p + "ffn_up.weight", {E, F}, 0.0f, inv_sqrt_e, wt));
     MINFER_RETURN_IF_ERROR(add(p + "ffn_down.weight", {F, E}, 0.0f, 2.5f / std::sqrt(static_cast<float>(F)), wt));
@@ -327,7 +357,7 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
       for (size_t i = 0; i < t.ne.size(); ++i) d.ne[i] = t.ne[i];
       descs.push_back(std::move(d));
     }
-    decisions = quant::choose_tensor_types(*qtype, descs);
+    decisions = quant::choose_tensor_types(*qtype, descs, /*pure=*/false, static_cast<int>(s.n_expert));
   }
   for (size_t i = 0; i < pending.size(); ++i) {
     Pending& t = pending[i];

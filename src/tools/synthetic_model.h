@@ -1,4 +1,4 @@
-// Random-weight Qwen2 / Qwen3 / llama GGUF models with exact real shapes or tiny ones, written with our own
+// Random-weight Qwen2 / Qwen3 / Qwen3-MoE / llama GGUF models with exact real shapes or tiny ones, written with our own
 // GGUF writer. They are labelled as random (general.name) and exist for demos, tests and benchmarks:
 // their text is noise, but every code path from loading to sampling runs on them.
 #pragma once
@@ -16,7 +16,7 @@
 namespace minfer::tools {
 
 struct SyntheticShape {
-  std::string arch = "qwen2";  // "qwen2", "qwen3" or "llama"
+  std::string arch = "qwen2";  // "qwen2", "qwen3", "qwen3moe" or "llama"
   uint32_t n_embd = 64;
   uint32_t n_layer = 2;
   uint32_t n_head = 4;
@@ -32,10 +32,15 @@ struct SyntheticShape {
   // from rope_scaling {factor, low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192};
   // 0 = no rope_freqs tensor.
   float llama3_rope_factor = 0.0f;
+  // Mixture of experts (qwen3moe only): expert_count, expert_used_count, expert_feed_forward_length.
+  uint32_t n_expert = 0;
+  uint32_t n_expert_used = 0;
+  uint32_t n_ff_exp = 0;
 };
 
 // Presets: "tiny-qwen2", "tiny-qwen3", "tiny-llama" (untied output, llama3 rope_freqs), "tiny-llama-tied"
-// (tied output, no rope scaling), "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b",
+// (tied output, no rope scaling), "tiny-qwen3moe" (8 experts, 2 per token, rows of 256 so K-quants apply),
+// "qwen3-30b-a3b" (Qwen3-30B-A3B's shape: 128 experts, 8 per token), "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b",
 // "llama-3.2-1b", "llama-3.1-8b", "mistral-7b" (v0.3 shape), and the embedding models (last-token pooling
 // written to <arch>.pooling_type): "tiny-qwen3-embedding" and "qwen3-embedding-0.6b" (Qwen3-Embedding-0.6B's
 // shape).

@@ -328,6 +328,33 @@ TEST(VulkanDevice, OpCoverageTableMatchesSupportsOp) {
       node.params.head_dim = hd;
       node.params.scale = 1.0f;
       node.ne = {hd * 2, 1, 1, 1};
+    } else if (op == "mul_mat_id") {  // 2 experts of {256, 2} in the row's type; 1 token choosing expert 1
+      DType t = DType::F32;
+      for (DType cand : {DType::F32, DType::Q8_0, DType::Q4_K}) {
+        std::string name(dtype_name(cand));
+        for (char& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+        if (types == name + " experts") t = cand;
+      }
+      wbytes.assign(*row_bytes(t, 256) * 4, 0);
+      const auto w = c.add_weight("w", t, {256, 2, 2, 1}, wbytes.data(), wbytes.size());
+      node.op = OpKind::kMatMulId;
+      node.src = {w, c.add_activation(std::vector<float>(256), {256, 1, 1, 1}), c.add_ids({1})};
+      node.ne = {2, 1, 1, 1};
+    } else if (op == "moe_route" || op == "moe_weights" || op == "moe_sum") {
+      const auto logits = c.add_activation(std::vector<float>(8), {8, 1, 1, 1});
+      const auto ids = c.add_ids({3, 5});
+      node.op = op == "moe_route" ? OpKind::kMoeRoute : op == "moe_weights" ? OpKind::kMoeWeights : OpKind::kMoeSum;
+      node.src = {logits};
+      if (op == "moe_route") {
+        node.type = DType::I32;
+        node.params.n_expert_used = 2;
+      } else if (op == "moe_weights") {
+        node.src.push_back(ids);
+      } else {
+        node.src = {c.add_activation(std::vector<float>(128), {64, 2, 1, 1}),
+                    c.add_activation(std::vector<float>(2), {2, 1, 1, 1})};
+      }
+      node.ne = op == "moe_sum" ? graph::Shape{64, 1, 1, 1} : graph::Shape{2, 1, 1, 1};
     } else {
       FAIL() << "unknown op row: " << line;
     }

@@ -173,6 +173,48 @@ TEST(QuantizeRules, RowsNotMultipleOf256FallBack) {
   EXPECT_EQ(find(ts, ds, "blk.4.ffn_down.weight").type, DType::Q4_K);  // (4 - 3) % 3 != 2
 }
 
+// Mixture of experts as llama-quantize treats it: expert tensors by their dense names (ffn_down_exps gets the
+// ffn_down upgrades), the router kept in f32, and with exactly 8 experts attn_k / attn_v in Q8_0 and
+// attn_output in Q5_K for the Q4_K mixes.
+TEST(QuantizeRules, ExpertTensorsAndTheEightExpertRules) {
+  std::vector<TensorDesc> ts;
+  auto add = [&](const std::string& name, std::vector<int64_t> ne) {
+    TensorDesc d;
+    d.name = name;
+    d.n_dims = static_cast<int>(ne.size());
+    for (size_t i = 0; i < ne.size(); ++i) d.ne[i] = ne[i];
+    ts.push_back(d);
+  };
+  add("token_embd.weight", {256, 1000});
+  add("output.weight", {256, 1000});
+  for (int l = 0; l < 8; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const char* t : {"attn_q", "attn_k", "attn_v", "attn_output"}) add(p + t + ".weight", {256, 256});
+    add(p + "ffn_gate_inp.weight", {256, 8});
+    add(p + "ffn_gate_exps.weight", {256, 512, 8});
+    add(p + "ffn_up_exps.weight", {256, 512, 8});
+    add(p + "ffn_down_exps.weight", {512, 256, 8});
+  }
+  auto ds = choose_tensor_types(*file_type_from_name("q4_K_M"), ts, false, /*n_expert=*/8);
+  EXPECT_FALSE(find(ts, ds, "blk.0.ffn_gate_inp.weight").quantize);
+  EXPECT_EQ(find(ts, ds, "blk.3.ffn_gate_exps.weight").type, DType::Q4_K);
+  EXPECT_EQ(find(ts, ds, "blk.0.ffn_down_exps.weight").type, DType::Q6_K);  // use_more_bits(0, 8)
+  EXPECT_EQ(find(ts, ds, "blk.3.ffn_down_exps.weight").type, DType::Q6_K);  // (3 - 1) % 3 == 2
+  EXPECT_EQ(find(ts, ds, "blk.2.ffn_down_exps.weight").type, DType::Q4_K);
+  EXPECT_EQ(find(ts, ds, "blk.3.attn_v.weight").type, DType::Q8_0);
+  EXPECT_EQ(find(ts, ds, "blk.3.attn_k.weight").type, DType::Q8_0);
+  EXPECT_EQ(find(ts, ds, "blk.3.attn_output.weight").type, DType::Q5_K);
+  EXPECT_EQ(find(ts, ds, "blk.3.attn_q.weight").type, DType::Q4_K);
+  ds = choose_tensor_types(*file_type_from_name("q4_0"), ts, false, 8);
+  EXPECT_EQ(find(ts, ds, "blk.3.attn_k.weight").type, DType::Q8_0);
+  EXPECT_EQ(find(ts, ds, "blk.3.attn_output.weight").type, DType::Q4_0);
+  ds = choose_tensor_types(*file_type_from_name("q4_K_M"), ts, false, /*n_expert=*/128);  // Qwen3-30B-A3B
+  EXPECT_EQ(find(ts, ds, "blk.3.attn_k.weight").type, DType::Q4_K);
+  EXPECT_EQ(find(ts, ds, "blk.2.attn_v.weight").type, DType::Q4_K);
+  EXPECT_EQ(find(ts, ds, "blk.3.attn_output.weight").type, DType::Q4_K);
+  EXPECT_EQ(find(ts, ds, "blk.0.attn_v.weight").type, DType::Q6_K);
+}
+
 TEST(QuantizeRules, LegacyTypesPutOutputInQ6KAndFloatTypesAreUniform) {
   const auto ts = qwen_tensors(2, 256, /*tied=*/true);
   auto ds = choose_tensor_types(*file_type_from_name("q4_0"), ts);

@@ -42,6 +42,12 @@ bool CpuBackend::supports_op(const Graph& graph, const Node& node) const {
       return (graph.node(node.src[0]).op == OpKind::kWeight ? quant::is_compute_type(src_type(0))
                                                              : src_type(0) == DType::F32);
     case OpKind::kRope: return node.params.n_rot <= cpu::kMaxRopeDims;
+    case OpKind::kMatMulId:
+      return graph.node(node.src[0]).op == OpKind::kWeight && quant::is_compute_type(src_type(0)) &&
+             src_type(1) == DType::F32 && src_type(2) == DType::I32;
+    case OpKind::kMoeRoute:
+    case OpKind::kMoeWeights:
+    case OpKind::kMoeSum: return src_type(0) == DType::F32;
     default: return true;
   }
 }
@@ -64,7 +70,17 @@ Status CpuBackend::register_weight(const WeightSource& w) {
     cw.type = DType::F32;
     weight_heap_bytes_ += entry->converted.size() * sizeof(float);
   }
-  if (cw.ne1 > 1) {
+  if (w.ne[2] > 1) {  // expert-stacked ({k, n, n_expert}): each expert's matrix prepared on its own
+    if (w.ne[3] != 1) return unsupported("CPU backend: tensor '{}' has 4 dimensions", w.name);
+    const size_t expert_bytes = *row_bytes(w.type, w.ne[0]) * static_cast<size_t>(w.ne[1]);
+    bool all_owned = true;
+    for (int64_t e = 0; e < w.ne[2]; ++e) {
+      cw.experts.push_back(quant::prepare_weight(cw.type, static_cast<const uint8_t*>(w.data) + e * expert_bytes,
+                                                 w.ne[1], w.ne[0], /*allow_repack=*/true));
+      all_owned = all_owned && cw.experts.back().owned != nullptr;
+    }
+    if (all_owned) release_pages(w.data, w.n_bytes);
+  } else if (cw.ne1 > 1) {
     cw.prepared = quant::prepare_weight(cw.type, cw.data, cw.ne1, cw.ne0, /*allow_repack=*/true);
     cw.has_matmul = true;
     if (cw.prepared.owned) {  // repacked onto the heap: the mapped original need not stay resident
@@ -174,6 +190,33 @@ Status CpuBackend::execute(const Graph& graph, NodeId id, std::span<void* const>
       cpu::attention(kv, batch, f32(0), p.n_head, p.n_head_kv, p.head_dim, p.scale, out, pool);
       return {};
     }
+    case OpKind::kMoeRoute:
+      cpu::moe_route(f32(0), src_node(0).ne[0], node.ne[1], node.params.n_expert_used,
+                     static_cast<int32_t*>(data[static_cast<size_t>(id)]), pool);
+      return {};
+    case OpKind::kMoeWeights:
+      cpu::moe_weights(f32(0), src_node(0).ne[0], ids(1), node.ne[1], node.params.n_expert_used,
+                       node.params.moe_norm_w, out, pool);
+      return {};
+    case OpKind::kMatMulId: {
+      const cpu::CpuWeight* w = weight(0);
+      if (w == nullptr || w->experts.empty()) {
+        return invalid_argument("node {} ({}): weight '{}' is not expert-stacked", id, node.name, src_node(0).name);
+      }
+      const int64_t n_used = node.ne[1], n_tokens = node.ne[2];
+      const int32_t* expert_ids = ids(2);
+      const auto n_expert = static_cast<int32_t>(w->experts.size());
+      for (int64_t i = 0; i < n_used * n_tokens; ++i) {
+        if (expert_ids[i] < 0 || expert_ids[i] >= n_expert) {
+          return invalid_argument("node {} ({}): expert id {} outside [0, {})", id, node.name, expert_ids[i], n_expert);
+        }
+      }
+      cpu::matmul_id(*w, f32(1), expert_ids, n_tokens, n_used, src_node(1).ne[1] != 1, out, pool);
+      return {};
+    }
+    case OpKind::kMoeSum:
+      cpu::moe_sum(f32(0), f32(1), node.ne[0], src_node(0).ne[1], node.ne[1], out, pool);
+      return {};
   }
   return invalid_argument("node {}: unknown op", id);
 }

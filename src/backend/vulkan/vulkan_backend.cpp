@@ -172,6 +172,10 @@ bool VulkanBackend::supports_op(const Graph& graph, const Node& node) const {
              node.params.head_dim > 0 && node.params.head_dim <= kMaxHeadDim;
     case OpKind::kInput:
     case OpKind::kWeight:
+    case OpKind::kMoeRoute:  // mixture of experts: CPU-only (docs/BACKENDS.md)
+    case OpKind::kMoeWeights:
+    case OpKind::kMatMulId:
+    case OpKind::kMoeSum:
       return false;
   }
   return false;
@@ -525,6 +529,11 @@ Status VulkanBackend::record(const Graph& graph, NodeId id, std::span<void* cons
     case OpKind::kKvStore:
     case OpKind::kAttention:
       return kv_op(graph, id, data, ctx);
+    case OpKind::kMoeRoute:
+    case OpKind::kMoeWeights:
+    case OpKind::kMatMulId:
+    case OpKind::kMoeSum:
+      break;
   }
   return unsupported("node {} ({} '{}'): the Vulkan backend has no shader for it", id,
                      graph::op_name(node.op), node.name);

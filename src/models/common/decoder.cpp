@@ -21,6 +21,22 @@ Result<int32_t> positive(const gguf::Metadata& meta, const std::string& key) {
   return static_cast<int32_t>(v);
 }
 
+// llama.cpp's build_moe_ffn with softmax gating: router logits -> the n_expert_used most probable experts
+// and their (renormalised) probabilities -> each chosen expert's SwiGLU FFN -> their weighted sum.
+template <typename WeightFn>
+NodeId moe_ffn(GraphBuilder& b, const HParams& hp, WeightFn& W, const std::string& p, NodeId cur) {
+  const int64_t nt = b.graph().node(cur).ne[1];
+  const NodeId logits = b.named(b.matmul(W(p + "ffn_gate_inp.weight"), cur), p + "ffn_moe_logits");
+  const NodeId ids = b.named(b.moe_route(logits, hp.n_expert_used), p + "ffn_moe_topk");
+  const NodeId weights = b.named(b.moe_weights(logits, ids, hp.expert_weights_norm), p + "ffn_moe_weights");
+  const NodeId x = b.reshape(cur, {hp.n_embd, 1, nt, 1});
+  const NodeId up = b.named(b.matmul_id(W(p + "ffn_up_exps.weight"), x, ids), p + "ffn_moe_up");
+  const NodeId gate = b.named(b.matmul_id(W(p + "ffn_gate_exps.weight"), x, ids), p + "ffn_moe_gate");
+  const NodeId par = b.named(b.mul(b.silu(gate), up), p + "ffn_moe_swiglu");
+  const NodeId down = b.named(b.matmul_id(W(p + "ffn_down_exps.weight"), par, ids), p + "ffn_moe_down");
+  return b.named(b.moe_sum(down, weights), p + "ffn_moe_out");
+}
+
 }  // namespace
 
 Result<HParams> read_hparams(const gguf::File& file, const std::string& arch) {
@@ -30,7 +46,11 @@ Result<HParams> read_hparams(const gguf::File& file, const std::string& arch) {
   MINFER_ASSIGN_OR_RETURN(hp.n_embd, positive(m, arch + ".embedding_length"));
   MINFER_ASSIGN_OR_RETURN(hp.n_layer, positive(m, arch + ".block_count"));
   MINFER_ASSIGN_OR_RETURN(hp.n_head, positive(m, arch + ".attention.head_count"));
-  MINFER_ASSIGN_OR_RETURN(hp.n_ff, positive(m, arch + ".feed_forward_length"));
+  // A mixture-of-experts file may leave the dense width out (llama.cpp reads it as optional; the experts'
+  // width is expert_feed_forward_length).
+  if (m.contains(arch + ".feed_forward_length") || !m.contains(arch + ".expert_count")) {
+    MINFER_ASSIGN_OR_RETURN(hp.n_ff, positive(m, arch + ".feed_forward_length"));
+  }
   MINFER_ASSIGN_OR_RETURN(hp.n_ctx_train, positive(m, arch + ".context_length"));
   hp.n_head_kv = hp.n_head;
   if (m.contains(arch + ".attention.head_count_kv")) {
@@ -136,6 +156,14 @@ Result<std::vector<backend::WeightSource>> collect_weights(const gguf::File& fil
       MINFER_RETURN_IF_ERROR(need(p + "attn_k_norm.weight", {D, 1, 1, 1}).status());
     }
     MINFER_RETURN_IF_ERROR(need(p + "ffn_norm.weight", {E, 1, 1, 1}).status());
+    if (hp.n_expert > 0) {
+      const int64_t X = hp.n_expert, FX = hp.n_ff_exp;
+      MINFER_RETURN_IF_ERROR(need(p + "ffn_gate_inp.weight", {E, X, 1, 1}).status());
+      MINFER_RETURN_IF_ERROR(need(p + "ffn_gate_exps.weight", {E, FX, X, 1}).status());
+      MINFER_RETURN_IF_ERROR(need(p + "ffn_up_exps.weight", {E, FX, X, 1}).status());
+      MINFER_RETURN_IF_ERROR(need(p + "ffn_down_exps.weight", {FX, E, X, 1}).status());
+      continue;
+    }
     MINFER_RETURN_IF_ERROR(need(p + "ffn_gate.weight", {E, F, 1, 1}).status());
     MINFER_RETURN_IF_ERROR(need(p + "ffn_up.weight", {E, F, 1, 1}).status());
     MINFER_RETURN_IF_ERROR(need(p + "ffn_down.weight", {F, E, 1, 1}).status());
@@ -193,6 +221,10 @@ graph::Graph build_decoder_graph(const HParams& hp, const DecoderOptions& option
     cur = b.named(b.matmul(W(p + "attn_output.weight"), cur), p + "attn_out");
     const NodeId ffn_inp = b.named(b.add(cur, inp), p + "ffn_inp");
     cur = b.named(b.rms_norm(ffn_inp, W(p + "ffn_norm.weight"), hp.rms_eps), p + "ffn_norm");
+    if (hp.n_expert > 0) {
+      inp = b.named(b.add(moe_ffn(b, hp, W, p, cur), ffn_inp), p + "l_out");
+      continue;
+    }
     const NodeId gate = b.named(b.matmul(W(p + "ffn_gate.weight"), cur), p + "ffn_gate");
     const NodeId up = b.named(b.matmul(W(p + "ffn_up.weight"), cur), p + "ffn_up");
     cur = b.named(b.mul(b.silu(gate), up), p + "ffn_swiglu");

@@ -1,6 +1,7 @@
-// The pre-norm decoder block shared by qwen2, qwen3 and llama: RMSNorm, GQA attention with RoPE, SwiGLU FFN,
-// residuals; options select q/k/v biases (qwen2), per-head Q/K RMSNorm (qwen3) and the rope pairing
-// (NEOX for Qwen, normal for llama, with llama3 frequency factors when the file has rope_freqs.weight).
+// The pre-norm decoder block shared by qwen2, qwen3, qwen3moe and llama: RMSNorm, GQA attention with RoPE,
+// SwiGLU FFN (or a mixture of SwiGLU experts), residuals; options select q/k/v biases (qwen2), per-head Q/K
+// RMSNorm (qwen3) and the rope pairing (NEOX for Qwen, normal for llama, with llama3 frequency factors when
+// the file has rope_freqs.weight); hparams.n_expert > 0 selects the mixture-of-experts FFN (qwen3moe).
 // Also the GGUF plumbing the loaders share: hyperparameter keys and checked tensor lookup.
 #pragma once
 
@@ -27,7 +28,9 @@ Result<HParams> read_hparams(const gguf::File& file, const std::string& arch);
 Status read_rope_freqs(const gguf::File& file, HParams* hp);
 
 // Collects the tensors a decoder with these options needs, checking each exists with its expected shape.
-// output.weight is optional (tied to token_embd when absent).
+// output.weight is optional (tied to token_embd when absent). With hp.n_expert > 0 the FFN tensors are the
+// router ffn_gate_inp {n_embd, n_expert} and the stacked experts ffn_{gate,up}_exps {n_embd, n_ff_exp,
+// n_expert} and ffn_down_exps {n_ff_exp, n_embd, n_expert}.
 Result<std::vector<backend::WeightSource>> collect_weights(const gguf::File& file, const HParams& hp,
                                                            const DecoderOptions& options, bool* tied_output);
 

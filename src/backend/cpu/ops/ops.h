@@ -19,6 +19,9 @@ struct CpuWeight {
   const void* data = nullptr;
   bool has_matmul = false;
   quant::Weight prepared;
+  // Expert-stacked 3-D tensors ({k, n, n_expert}: ffn_*_exps): each expert's n rows prepared on their own
+  // (repacked like a dense weight), for matmul_id; `prepared` is unused then.
+  std::vector<quant::Weight> experts;
 };
 
 void get_rows_weight(const CpuWeight& w, const int32_t* ids, int64_t n, float* dst, ThreadPool& pool);
@@ -50,6 +53,18 @@ void kv_store(const KvLayerView& kv, const float* k, const float* v, const int32
 // q: {head_dim, n_head, n_tokens} -> out: {head_dim * n_head, n_tokens}.
 void attention(const KvLayerView& kv, const BatchView& batch, const float* q, int32_t n_head, int32_t n_head_kv,
                int32_t head_dim, float scale, float* out, ThreadPool& pool);
+
+// Mixture of experts (graph/ir.h kMoeRoute, kMoeWeights, kMatMulId, kMoeSum). logits: {n_expert, n_tokens}.
+void moe_route(const float* logits, int64_t n_expert, int64_t n_tokens, int32_t n_used, int32_t* ids,
+               ThreadPool& pool);
+void moe_weights(const float* logits, int64_t n_expert, const int32_t* ids, int64_t n_tokens, int32_t n_used,
+                 bool norm_w, float* weights, ThreadPool& pool);
+// y: {w.ne1 rows per expert, n_used, n_tokens}; x: {k, x_per_slot ? n_used : 1, n_tokens}.
+void matmul_id(const CpuWeight& w, const float* x, const int32_t* ids, int64_t n_tokens, int64_t n_used,
+               bool x_per_slot, float* y, ThreadPool& pool);
+// experts: {d, n_used, n_tokens}, weights: {n_used, n_tokens} -> y: {d, n_tokens}.
+void moe_sum(const float* experts, const float* weights, int64_t d, int64_t n_used, int64_t n_tokens, float* y,
+             ThreadPool& pool);
 
 // Splits [0, n) into nth nearly equal contiguous ranges; returns thread ith's range.
 inline void split_range(int64_t n, int ith, int nth, int64_t* begin, int64_t* end) {
