@@ -558,8 +558,13 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
   }
   if (!server.ready()) return error_reply({529, "the model is loading", "", {}});
 
-  engine::Engine& engine = server.engine();
-  engine::Batcher& batcher = server.batcher();
+  // The model first (it may have to load): its vocabulary and slots bound the request's fields. A body
+  // without a model string is parsed against the default model, and parsing refuses it.
+  ApiError lease_error;
+  std::shared_ptr<ModelLease> lease = server.lease_for(req.body, client_alive, &lease_error);
+  if (!lease) return error_reply(lease_error);
+  const engine::Engine& engine = lease->engine();
+  engine::Batcher& batcher = lease->batcher();
   const tokenizer::Tokenizer& tok = engine.tokenizer();
   RequestLimits limits;
   limits.n_vocab = engine.n_vocab();
@@ -567,17 +572,11 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
   limits.defaults = server.options().sampling;
   AnthropicRequest a;
   if (auto err = parse_anthropic_request(req.body, limits, count, &a)) return error_reply(*err);
-  const std::string model = server.options().model_id;
-  if (a.chat.model != model)
-    return error_reply(
-        {404,
-         fmt::format("model '{}' does not exist (this server serves '{}')", a.chat.model, model),
-         "",
-         {}});
+  const std::string model = lease->id();
 
   std::vector<int32_t> prompt;
   bool starts_in_think = false;
-  if (auto err = server.render_chat_prompt(a.chat.chat, "messages", &prompt, &starts_in_think))
+  if (auto err = server.render_chat_prompt(*lease, a.chat.chat, "messages", &prompt, &starts_in_think))
     return error_reply(*err);
   if (count) {
     HttpResponse r;
@@ -666,9 +665,10 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
   res.content_type = "text/event-stream";
   res.headers.emplace_back("Cache-Control", "no-cache");
   res.headers.emplace_back("X-Accel-Buffering", "no");
-  struct StreamGuard {
+  struct StreamGuard {  // holds the model's lease until the stream is over
     Server* server;
     std::shared_ptr<engine::RequestHandle> handle;
+    std::shared_ptr<ModelLease> lease;
     bool completed = false;
     ~StreamGuard() {
       if (!completed) handle->cancel();
@@ -676,7 +676,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
     }
   };
   // Built in place: a temporary's destructor would cancel the request.
-  std::shared_ptr<StreamGuard> guard(new StreamGuard{&server, handle});
+  std::shared_ptr<StreamGuard> guard(new StreamGuard{&server, handle, lease});
   const std::vector<std::string> stops = a.stop_sequences;
   res.stream = [guard, handle, id, model, n_prompt, reasoning, starts_in_think, tools, stops, &tok,
                 failure](ResponseStream& out) {
