@@ -186,7 +186,7 @@ TEST(ServeBinary, SeveralModelsFromAFolderAndRepeatedFlags) {
   }
   const std::string third = tiny_model();
   Child c = spawn({"minfer", "serve", "--models-dir", dir, "-m", third, "--port", "0", "-t", "1", "--max-loaded",
-                   "1", "--keep-alive", "5m", "--memory-budget", "8G"});
+                   "1", "--keep-alive", "5m", "--memory-budget", "8G", "--embeddings", "--pooling", "mean"});
   const int port = wait_for_port(c);
   ASSERT_GT(port, 0) << c.stdout_text;
   EXPECT_NE(c.stdout_text.find("models=tiny-qwen3,one,two (loaded on demand)"), std::string::npos) << c.stdout_text;
@@ -205,6 +205,16 @@ TEST(ServeBinary, SeveralModelsFromAFolderAndRepeatedFlags) {
     EXPECT_EQ(r->status, 200) << r->body;
     EXPECT_EQ(json::parse(r->body)["model"], name);
   }
+  // Each model has its own embeddings engine (--embeddings applies to every model).
+  auto e = cl.Post("/v1/embeddings", json({{"model", "two"}, {"input", "hello"}}).dump(), "application/json");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 200) << e->body;
+  EXPECT_EQ(json::parse(e->body)["model"], "two");
+  auto metrics = cl.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metric(metrics->body, "minfer_model_loaded{model=\"two\"}"), 1) << metrics->body;
+  EXPECT_EQ(metric(metrics->body, "minfer_model_loaded{model=\"one\"}"), 0) << metrics->body;
+  EXPECT_EQ(metric(metrics->body, "minfer_model_unloads_total{model=\"one\"}"), 1) << metrics->body;
   kill(c.pid, SIGTERM);
   EXPECT_EQ(wait_exit(c.pid, 60), 0);
   close(c.out);
