@@ -312,7 +312,9 @@ int serve_command(const Args& argv) {
   hopts.host = args.host;
   hopts.port = args.port;
   hopts.max_body = *max_body;
-  hopts.n_threads = std::min(512, args.n_slots + args.queue_depth + 8);
+  // Each model's slots and queue, plus the requests waiting for loads (one model: as it always was).
+  hopts.n_threads = static_cast<int>(std::min<int64_t>(
+      512, static_cast<int64_t>(specs.size()) * (args.n_slots + args.queue_depth) + (several ? ropts.max_waiting : 0) + 8));
   auto http = server::HttpServer::bind(server, hopts);
   if (!http.ok()) return fail(http.status());
   std::thread http_thread([&] { (*http)->run(); });
