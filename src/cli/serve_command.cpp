@@ -26,9 +26,9 @@
 #include "engine/batcher.h"
 #include "engine/embedding.h"
 #include "engine/engine.h"
+#include "gguf/split.h"
 #include "kv/kv_cache.h"
 #include "server/embeddings.h"
-#include "gguf/split.h"
 #include "server/http.h"
 #include "server/model_router.h"
 #include "server/server.h"
@@ -66,7 +66,8 @@ struct ServeArgs {
 
 // A GGUF's model id: its file name without .gguf and, for a split set, without -0000K-of-0000N.
 std::string model_id_for(const std::string& path) {
-  if (auto split = gguf::parse_split_path(path)) return std::filesystem::path(split->stem).filename().string();
+  if (auto split = gguf::parse_split_path(path))
+    return std::filesystem::path(split->stem).filename().string();
   return std::filesystem::path(path).stem().string();
 }
 
@@ -153,9 +154,10 @@ int serve_command(const Args& argv) {
                  "models resident at once; the least recently used idle one is unloaded first (0: no bound)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 16));
-  app.add_option("--memory-budget", args.memory_budget,
-                 "bytes the resident models may take (e.g. 8G, 512M), least recently used idle one unloaded "
-                 "first; a model counts as its file size until loaded once, then as weights + KV + activations");
+  app.add_option(
+      "--memory-budget", args.memory_budget,
+      "bytes the resident models may take (e.g. 8G, 512M), least recently used idle one unloaded "
+      "first; a model counts as its file size until loaded once, then as weights + KV + activations");
   app.add_option("--keep-alive", args.keep_alive,
                  "unload a model idle this long, as Ollama does: 5m, 30s, 1h30m, 0 (at once), -1 (never; "
                  "default)");
@@ -223,8 +225,8 @@ int serve_command(const Args& argv) {
     model_args.insert(model_args.end(), files->begin(), files->end());
   }
   if (model_args.empty())
-    return fail(invalid_argument("no model given: name one as MODEL, with -m MODEL or --models-dir DIR; a model is {}",
-                                 kModelForms));
+    return fail(invalid_argument(
+        "no model given: name one as MODEL, with -m MODEL or --models-dir DIR; a model is {}", kModelForms));
   std::vector<server::ModelSpec> specs;
   for (const std::string& arg : model_args) {
     auto path = resolve_model_arg(arg);
@@ -232,14 +234,15 @@ int serve_command(const Args& argv) {
     server::ModelSpec spec;
     spec.path = *path;
     // One model keeps the name it always had (the file's stem, or --alias).
-    spec.id = model_args.size() == 1 ? (!args.alias.empty() ? args.alias : std::filesystem::path(*path).stem().string())
-                                     : model_id_for(*path);
+    spec.id = model_args.size() == 1
+                  ? (!args.alias.empty() ? args.alias : std::filesystem::path(*path).stem().string())
+                  : model_id_for(*path);
     if (arg != *path && arg != spec.id) spec.aliases.push_back(arg);  // a cached name or URI selects it too
     for (const server::ModelSpec& other : specs) {
       if (other.path == spec.path) return fail(invalid_argument("model '{}' is given twice", spec.path));
       if (other.id == spec.id)
-        return fail(invalid_argument("two models are named '{}' ({} and {}); serve one of them", spec.id, other.path,
-                                     spec.path));
+        return fail(invalid_argument("two models are named '{}' ({} and {}); serve one of them", spec.id,
+                                     other.path, spec.path));
     }
     specs.push_back(std::move(spec));
   }
@@ -249,9 +252,11 @@ int serve_command(const Args& argv) {
     if (!args.alias.empty())
       return fail(invalid_argument("--alias names one model; with several, each is named by its file name"));
     if (!args.slots_file.empty())
-      return fail(invalid_argument("--slots-file saves one model's slots; it cannot be combined with several models"));
+      return fail(invalid_argument(
+          "--slots-file saves one model's slots; it cannot be combined with several models"));
     if (!args.spec.draft_model.empty())
-      return fail(invalid_argument("--spec-draft drafts for one model; it cannot be combined with several models"));
+      return fail(
+          invalid_argument("--spec-draft drafts for one model; it cannot be combined with several models"));
   }
   server::RouterOptions ropts;
   ropts.max_loaded = args.max_loaded;
@@ -269,8 +274,9 @@ int serve_command(const Args& argv) {
   ropts.max_waiting = std::max(args.queue_depth, args.n_slots);
   const bool inspecting = std::getenv("MINFER_DUMP_DIR") != nullptr || std::getenv("MINFER_TRACE") != nullptr;
   if (inspecting && (several || ropts.keep_alive.count() >= 0))
-    return fail(invalid_argument(
-        "MINFER_DUMP_DIR / MINFER_TRACE watch one engine for the whole run: serve one model without --keep-alive"));
+    return fail(
+        invalid_argument("MINFER_DUMP_DIR / MINFER_TRACE watch one engine for the whole run: serve one model "
+                         "without --keep-alive"));
   if (!args.spec.draft_model.empty()) {
     auto draft_path = resolve_model_arg(args.spec.draft_model);
     if (!draft_path.ok()) return fail(draft_path.status().with_context("--spec-draft: "));
@@ -313,8 +319,9 @@ int serve_command(const Args& argv) {
   hopts.port = args.port;
   hopts.max_body = *max_body;
   // Each model's slots and queue, plus the requests waiting for loads (one model: as it always was).
-  hopts.n_threads = static_cast<int>(std::min<int64_t>(
-      512, static_cast<int64_t>(specs.size()) * (args.n_slots + args.queue_depth) + (several ? ropts.max_waiting : 0) + 8));
+  hopts.n_threads = static_cast<int>(
+      std::min<int64_t>(512, static_cast<int64_t>(specs.size()) * (args.n_slots + args.queue_depth) +
+                                 (several ? ropts.max_waiting : 0) + 8));
   auto http = server::HttpServer::bind(server, hopts);
   if (!http.ok()) return fail(http.status());
   std::thread http_thread([&] { (*http)->run(); });
@@ -334,8 +341,9 @@ int serve_command(const Args& argv) {
   std::shared_ptr<InspectEnv> inspect_env;
   // Everything one model needs, loaded the same way for one model at start and for each of several on
   // demand (the router calls it on a request's thread).
-  server::ModelLoader loader = [args, eopts, sampling, pooling_flag, inspecting,
-                                &inspect_env](const server::ModelSpec& spec) -> Result<std::unique_ptr<server::LoadedModel>> {
+  server::ModelLoader loader =
+      [args, eopts, sampling, pooling_flag, inspecting,
+       &inspect_env](const server::ModelSpec& spec) -> Result<std::unique_ptr<server::LoadedModel>> {
     auto m = std::make_unique<server::LoadedModel>();
     MINFER_ASSIGN_OR_RETURN(m->owned_engine, engine::Engine::load(spec.path, eopts));
     engine::Engine& engine = *m->owned_engine;
@@ -353,7 +361,8 @@ int serve_command(const Args& argv) {
       m->owned_draft = std::move(*d);
     }
     // Embeddings: asked for, or an embedding model (its GGUF declares a pooling type).
-    MINFER_ASSIGN_OR_RETURN(std::optional<engine::Pooling> declared, engine::pooling_from_gguf(engine.file()));
+    MINFER_ASSIGN_OR_RETURN(std::optional<engine::Pooling> declared,
+                            engine::pooling_from_gguf(engine.file()));
     if (args.embeddings || declared.has_value()) {
       auto e = server::Embedder::create(spec.path, eopts, pooling_flag);
       if (!e.ok()) return e.status().with_context("--embeddings: ");
@@ -387,8 +396,8 @@ int serve_command(const Args& argv) {
       return fail(loaded.status());
     }
     const server::LoadedModel& m = **loaded;
-    model_facts = fmt::format("model={} slots={} ctx={} threads={}", sopts.model_id, args.n_slots, m.engine->n_ctx(),
-                              m.engine->n_threads());
+    model_facts = fmt::format("model={} slots={} ctx={} threads={}", sopts.model_id, args.n_slots,
+                              m.engine->n_ctx(), m.engine->n_threads());
     if (m.embedder != nullptr)
       embeddings_fact = fmt::format(" embeddings=pooling:{}", engine::pooling_name(m.embedder->pooling()));
     if (Status st = router->adopt(sopts.model_id, std::move(*loaded)); !st.ok()) {
@@ -396,8 +405,8 @@ int serve_command(const Args& argv) {
       return fail(st);
     }
   } else {
-    model_facts = fmt::format("models={} (loaded on demand) slots={} ctx={}", fmt::join(ids, ","), args.n_slots,
-                              args.n_ctx);
+    model_facts = fmt::format("models={} (loaded on demand) slots={} ctx={}", fmt::join(ids, ","),
+                              args.n_slots, args.n_ctx);
   }
   std::string router_facts;
   if (ropts.max_loaded > 0) router_facts += fmt::format(" max-loaded={}", ropts.max_loaded);
@@ -408,8 +417,7 @@ int serve_command(const Args& argv) {
       "minfer serve: listening on http://{}:{} {} batching=on "
       "queue={}{}{}{}{}{}\n",
       args.host, (*http)->port(), model_facts, args.queue_depth, args.api_key.empty() ? "" : " auth=on",
-      embeddings_fact,
-      args.slots_file.empty() ? "" : " slots-file=" + args.slots_file,
+      embeddings_fact, args.slots_file.empty() ? "" : " slots-file=" + args.slots_file,
       !args.spec.draft_model.empty()
           ? fmt::format(" speculative=draft:{} depth={}{}", args.spec.draft_model, args.spec.draft_n,
                         args.spec.adaptive ? " adaptive" : "")

@@ -399,7 +399,8 @@ struct ThinkingBudget {
     // continuation, so a constrained answer is bounded by max_tokens only.
     if (!original.sampling.grammar.empty() || !original.sampling.json_schema.empty()) return false;
     const size_t first = g.emitted.find_first_not_of(" \t\r\n");
-    const bool opened = starts_in_think || (first != std::string::npos && g.emitted.compare(first, 7, "<think>") == 0);
+    const bool opened =
+        starts_in_think || (first != std::string::npos && g.emitted.compare(first, 7, "<think>") == 0);
     return opened && g.emitted.find("</think>") == std::string::npos;
   }
   // Closes the block in `g` and continues into *handle. Returns false when max_tokens leaves no room after
@@ -760,8 +761,8 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
   const std::vector<std::string> stops = a.stop_sequences;
   // The stream reads guard->handle: a thinking budget replaces it with the continuation's.
   engine::Batcher* batcher_ptr = &batcher;
-  res.stream = [guard, budget, batcher_ptr, id, model, n_prompt, reasoning, starts_in_think, tools, stops, &tok,
-                failure](ResponseStream& out) {
+  res.stream = [guard, budget, batcher_ptr, id, model, n_prompt, reasoning, starts_in_think, tools, stops,
+                &tok, failure](ResponseStream& out) {
     std::shared_ptr<engine::RequestHandle>& current = guard->handle;
     bool ok = true;
     auto send = [&](const json& event) {

@@ -48,7 +48,9 @@ struct BatcherFamily {
   double (*value)(const engine::BatcherStats&);
 };
 
-double d(int64_t v) { return static_cast<double>(v); }
+double d(int64_t v) {
+  return static_cast<double>(v);
+}
 
 // In the order the single-model exposition has always listed them (minfer_requests_rejected_total and
 // the op times are written apart: they mix in the HTTP layer's count and a second label).
@@ -94,7 +96,8 @@ const BatcherFamily kBatcherFamilies[] = {
      [](const engine::BatcherStats& s) { return d(s.kv_cells_total - s.kv_cells_used); }},
     {"minfer_kv_cells", "gauge", "KV cells in the pool (-c).",
      [](const engine::BatcherStats& s) { return d(s.kv_cells_total); }},
-    {"minfer_kv_sequences", "gauge", "KV sequences holding cells (busy slots and idle slots' cached prefixes).",
+    {"minfer_kv_sequences", "gauge",
+     "KV sequences holding cells (busy slots and idle slots' cached prefixes).",
      [](const engine::BatcherStats& s) { return d(s.kv_sequences); }},
     {"minfer_kv_shared_cells", "gauge",
      "KV cells owned by more than one sequence (a prompt prefix shared between slots).",
@@ -106,14 +109,15 @@ const BatcherFamily kBatcherFamilies[] = {
      [](const engine::BatcherStats& s) { return d(s.memory_weights_bytes); }},
     {"minfer_memory_kv_bytes", "gauge", "Bytes of the KV cache buffers.",
      [](const engine::BatcherStats& s) { return d(s.memory_kv_bytes); }},
-    {"minfer_memory_activations_bytes", "gauge", "Largest activation arena a forward has used (high-water mark).",
+    {"minfer_memory_activations_bytes", "gauge",
+     "Largest activation arena a forward has used (high-water mark).",
      [](const engine::BatcherStats& s) { return d(s.memory_activations_bytes); }},
     {"minfer_drain_abandoned_requests", "gauge", "Requests still in flight when the drain deadline expired.",
      [](const engine::BatcherStats& s) { return d(s.drain_abandoned); }},
 };
 
-std::string render(const std::vector<ModelMetrics>& models, bool labelled, bool with_router, const HttpCounters& h,
-                   const ProcessStats& p) {
+std::string render(const std::vector<ModelMetrics>& models, bool labelled, bool with_router,
+                   const HttpCounters& h, const ProcessStats& p) {
   std::string out;
   auto header = [&](const char* name, const char* type, const char* help) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
@@ -123,7 +127,8 @@ std::string render(const std::vector<ModelMetrics>& models, bool labelled, bool 
     std::string labels;
     if (labelled && m != nullptr) labels = fmt::format("model=\"{}\"", escape_label(m->id));
     if (!extra.empty()) labels += (labels.empty() ? "" : ",") + extra;
-    out += labels.empty() ? fmt::format("{} {}\n", name, value) : fmt::format("{}{{{}}} {}\n", name, labels, value);
+    out += labels.empty() ? fmt::format("{} {}\n", name, value)
+                          : fmt::format("{}{{{}}} {}\n", name, labels, value);
   };
   bool any_stats = false, draining = h.draining;
   for (const ModelMetrics& m : models) {
@@ -142,7 +147,9 @@ std::string render(const std::vector<ModelMetrics>& models, bool labelled, bool 
   header("minfer_requests_rejected_total", "counter",
          "Requests refused before queueing (queue full, no idle slot, draining).");
   for (const ModelMetrics& m : models) {
-    if (m.stats) sample("minfer_requests_rejected_total", &m, d(m.stats->requests_rejected + (labelled ? 0 : h.rejected)));
+    if (m.stats)
+      sample("minfer_requests_rejected_total", &m,
+             d(m.stats->requests_rejected + (labelled ? 0 : h.rejected)));
   }
   if (labelled || !any_stats) sample("minfer_requests_rejected_total", nullptr, d(h.rejected));
   family(&out, "minfer_requests_in_flight", "gauge", "Accepted requests whose response is not finished.",
@@ -150,7 +157,8 @@ std::string render(const std::vector<ModelMetrics>& models, bool labelled, bool 
   family(&out, "minfer_http_client_errors_total", "counter", "Responses with a 4xx status.", d(h.errors_4xx));
   family(&out, "minfer_http_server_errors_total", "counter", "Responses with a 5xx status.", d(h.errors_5xx));
   if (p.rss_bytes >= 0)
-    family(&out, "minfer_memory_rss_bytes", "gauge", "Resident set size of the server process.", d(p.rss_bytes));
+    family(&out, "minfer_memory_rss_bytes", "gauge", "Resident set size of the server process.",
+           d(p.rss_bytes));
   family(&out, "minfer_draining", "gauge", "1 while a graceful shutdown is in progress.", draining ? 1 : 0);
   bool any_ops = false;
   for (const ModelMetrics& m : models) any_ops = any_ops || (m.stats && !m.stats->op_times.empty());
@@ -178,7 +186,8 @@ std::string render(const std::vector<ModelMetrics>& models, bool labelled, bool 
   static const RouterFamily kRouterFamilies[] = {
       {"minfer_model_loaded", "gauge", "1 while the model is loaded.",
        [](const ModelMetrics& m) { return m.loaded ? 1.0 : 0.0; }},
-      {"minfer_model_requests_in_flight", "gauge", "Requests holding the model now (it is not unloaded meanwhile).",
+      {"minfer_model_requests_in_flight", "gauge",
+       "Requests holding the model now (it is not unloaded meanwhile).",
        [](const ModelMetrics& m) { return d(m.in_flight); }},
       {"minfer_model_requests_waiting", "gauge",
        "Requests waiting for the model to load, or for room to load it (--max-loaded, --memory-budget).",
@@ -187,7 +196,8 @@ std::string render(const std::vector<ModelMetrics>& models, bool labelled, bool 
        [](const ModelMetrics& m) { return d(m.loads); }},
       {"minfer_model_load_failures_total", "counter", "Failed loads of the model.",
        [](const ModelMetrics& m) { return d(m.load_failures); }},
-      {"minfer_model_unloads_total", "counter", "Unloads of the model (least recently used first, or --keep-alive).",
+      {"minfer_model_unloads_total", "counter",
+       "Unloads of the model (least recently used first, or --keep-alive).",
        [](const ModelMetrics& m) { return d(m.unloads); }},
       {"minfer_model_load_seconds", "gauge", "Duration of the model's latest load.",
        [](const ModelMetrics& m) { return m.last_load_seconds; }},

@@ -37,8 +37,8 @@ std::string render_metrics(const engine::BatcherStats& stats, const HttpCounters
 struct ModelMetrics {
   std::string id;
   bool loaded = false;
-  int64_t in_flight = 0;   // requests holding the model now
-  int64_t waiting = 0;     // requests waiting for it to load (or for room to load it)
+  int64_t in_flight = 0;  // requests holding the model now
+  int64_t waiting = 0;    // requests waiting for it to load (or for room to load it)
   int64_t loads = 0, load_failures = 0, unloads = 0;
   double last_load_seconds = 0;
   int64_t resident_bytes = 0;

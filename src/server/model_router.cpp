@@ -36,7 +36,9 @@ int64_t file_bytes(const std::string& path) {
   return ec ? 0 : static_cast<int64_t>(n);
 }
 
-std::string gib(int64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
+std::string gib(int64_t bytes) {
+  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30));
+}
 
 }  // namespace
 
@@ -63,7 +65,8 @@ ModelRouter::ModelRouter(std::vector<ModelSpec> specs, ModelLoader loader, Route
     e.spec = std::move(s);
     entries_.push_back(std::move(e));
   }
-  if (loader_ && options_.keep_alive.count() >= 0) keep_alive_thread_ = std::thread([this] { keep_alive_loop(); });
+  if (loader_ && options_.keep_alive.count() >= 0)
+    keep_alive_thread_ = std::thread([this] { keep_alive_loop(); });
 }
 
 ModelRouter::~ModelRouter() {
@@ -100,7 +103,9 @@ std::optional<size_t> ModelRouter::find(const std::string& name) const {
   return std::nullopt;
 }
 
-bool ModelRouter::knows(const std::string& name) const { return find(name).has_value(); }
+bool ModelRouter::knows(const std::string& name) const {
+  return find(name).has_value();
+}
 
 std::string ModelRouter::known_list() const {
   std::string out;
@@ -160,8 +165,8 @@ void ModelRouter::unload(std::unique_lock<std::mutex>& lock, const std::vector<s
   cv_.notify_all();
 }
 
-std::shared_ptr<ModelLease> ModelRouter::acquire(const std::string& name, const std::function<bool()>& client_alive,
-                                                 ApiError* error) {
+std::shared_ptr<ModelLease> ModelRouter::acquire(const std::string& name,
+                                                 const std::function<bool()>& client_alive, ApiError* error) {
   const auto found = find(name);
   if (!found) {
     *error = {404, fmt::format("model '{}' does not exist (this server serves {})", name, known_list()),
@@ -195,24 +200,30 @@ std::shared_ptr<ModelLease> ModelRouter::acquire(const std::string& name, const 
     if (e.state == State::kUnloaded) {
       if (counted && e.load_epoch != epoch_seen && !e.last_load_error.ok()) {
         stop_waiting();
-        *error = {500, fmt::format("model '{}' failed to load: {}", e.spec.id, e.last_load_error.message()),
-                  "server_error", {}};
+        *error = {500,
+                  fmt::format("model '{}' failed to load: {}", e.spec.id, e.last_load_error.message()),
+                  "server_error",
+                  {}};
         return nullptr;
       }
       if (!loader_) {
         stop_waiting();
-        *error = {500, fmt::format("model '{}' is not loaded and this server has no loader", e.spec.id),
-                  "server_error", {}};
+        *error = {500,
+                  fmt::format("model '{}' is not loaded and this server has no loader", e.spec.id),
+                  "server_error",
+                  {}};
         return nullptr;
       }
       bool never = false;
       auto victims = plan_room(index, &never);
       if (never) {
         stop_waiting();
-        *error = {500,
-                  fmt::format("model '{}' needs about {} ({} bytes), more than --memory-budget {} alone",
-                              e.spec.id, gib(e.estimate_bytes), e.estimate_bytes, gib(options_.memory_budget)),
-                  "server_error", {}};
+        *error = {
+            500,
+            fmt::format("model '{}' needs about {} ({} bytes), more than --memory-budget {} alone", e.spec.id,
+                        gib(e.estimate_bytes), e.estimate_bytes, gib(options_.memory_budget)),
+            "server_error",
+            {}};
         return nullptr;
       }
       if (victims) {
@@ -233,8 +244,10 @@ std::shared_ptr<ModelLease> ModelRouter::acquire(const std::string& name, const 
           e.load_failures += 1;
           cv_.notify_all();
           MINFER_LOG_ERROR("router: model '{}' failed to load: {}", e.spec.id, loaded.status().message());
-          *error = {500, fmt::format("model '{}' failed to load: {}", e.spec.id, loaded.status().message()),
-                    "server_error", {}};
+          *error = {500,
+                    fmt::format("model '{}' failed to load: {}", e.spec.id, loaded.status().message()),
+                    "server_error",
+                    {}};
           return nullptr;
         }
         e.model = std::move(*loaded);
@@ -244,7 +257,8 @@ std::shared_ptr<ModelLease> ModelRouter::acquire(const std::string& name, const 
         e.last_load_seconds = seconds;
         e.estimate_bytes = measured_bytes(*e.model);
         e.last_used = Clock::now();
-        MINFER_LOG_INFO("router: model '{}' loaded in {:.2f} s ({})", e.spec.id, seconds, gib(e.estimate_bytes));
+        MINFER_LOG_INFO("router: model '{}' loaded in {:.2f} s ({})", e.spec.id, seconds,
+                        gib(e.estimate_bytes));
         cv_.notify_all();
         continue;  // loaded: take the lease above
       }
@@ -255,7 +269,8 @@ std::shared_ptr<ModelLease> ModelRouter::acquire(const std::string& name, const 
         *error = {503,
                   fmt::format("{} requests are already waiting for models to load (at most {}); retry later",
                               total_waiting_, options_.max_waiting),
-                  "unavailable_error", {}};
+                  "unavailable_error",
+                  {}};
         return nullptr;
       }
       counted = true;
@@ -273,7 +288,8 @@ std::shared_ptr<ModelLease> ModelRouter::acquire(const std::string& name, const 
       *error = {503,
                 fmt::format("model '{}' could not be loaded within {} s: no room next to the busy models {}",
                             e.spec.id, options_.wait_timeout.count() / 1000, busy),
-                "unavailable_error", {}};
+                "unavailable_error",
+                {}};
       return nullptr;
     }
     cv_.wait_for(lock, kWaitPoll);
@@ -337,10 +353,18 @@ std::vector<ModelStatus> ModelRouter::status() const {
     s.id = e.spec.id;
     s.path = e.spec.path;
     switch (e.state) {
-      case State::kUnloaded: s.state = "unloaded"; break;
-      case State::kLoading: s.state = "loading"; break;
-      case State::kLoaded: s.state = "loaded"; break;
-      case State::kUnloading: s.state = "unloading"; break;
+      case State::kUnloaded:
+        s.state = "unloaded";
+        break;
+      case State::kLoading:
+        s.state = "loading";
+        break;
+      case State::kLoaded:
+        s.state = "loaded";
+        break;
+      case State::kUnloading:
+        s.state = "unloading";
+        break;
     }
     s.in_flight = e.leases;
     s.waiting = e.waiting;
@@ -385,7 +409,8 @@ int64_t ModelRouter::drain(std::chrono::milliseconds deadline) {
 Result<std::chrono::milliseconds> parse_keep_alive(const std::string& text) {
   using std::chrono::milliseconds;
   auto bad = [&] {
-    return invalid_argument("'{}' is not a duration (use e.g. 5m, 30s, 1h30m, 250ms, 0, or -1 for forever)", text);
+    return invalid_argument("'{}' is not a duration (use e.g. 5m, 30s, 1h30m, 250ms, 0, or -1 for forever)",
+                            text);
   };
   if (text.empty()) return bad();
   if (text[0] == '-') {  // Ollama: any negative duration keeps the model loaded forever
@@ -397,7 +422,8 @@ Result<std::chrono::milliseconds> parse_keep_alive(const std::string& text) {
   bool any = false;
   while (pos < text.size()) {
     size_t end = pos;
-    while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.')) ++end;
+    while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.'))
+      ++end;
     if (end == pos) return bad();
     char* stop = nullptr;
     const std::string number = text.substr(pos, end - pos);

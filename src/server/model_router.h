@@ -113,10 +113,10 @@ class ModelLease {
 struct ModelStatus {
   std::string id;
   std::string path;
-  std::string state;  // "loaded", "loading", "unloading", "unloaded"
-  int64_t in_flight = 0;        // leases now
-  int64_t waiting = 0;          // requests waiting for this model to load (or for room to load it)
-  int64_t loads = 0;            // completed loads
+  std::string state;      // "loaded", "loading", "unloading", "unloaded"
+  int64_t in_flight = 0;  // leases now
+  int64_t waiting = 0;    // requests waiting for this model to load (or for room to load it)
+  int64_t loads = 0;      // completed loads
   int64_t load_failures = 0;
   int64_t unloads = 0;
   double last_load_seconds = 0;  // duration of the latest completed load

@@ -10,8 +10,8 @@
 
 #include "core/check.h"
 #include "core/log.h"
-#include "server/embeddings.h"
 #include "server/anthropic_api.h"
+#include "server/embeddings.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/responses_api.h"
@@ -82,7 +82,8 @@ void Server::set_router(std::unique_ptr<ModelRouter> router) {
   ready_.store(true, std::memory_order_release);
 }
 
-std::shared_ptr<ModelLease> Server::lease_for(const std::string& body, const std::function<bool()>& client_alive,
+std::shared_ptr<ModelLease> Server::lease_for(const std::string& body,
+                                              const std::function<bool()>& client_alive,
                                               ApiError* error) const {
   const json b = json::parse(body, nullptr, false);
   std::string name;
@@ -267,8 +268,9 @@ HttpResponse Server::models(const std::string& id) {
   for (json& m : data) {
     if (m["id"] == id) return json_response(200, m);
   }
-  return error_response({404, fmt::format("model '{}' does not exist (this server serves {})", id, router_->known_list()),
-                         "invalid_request_error", "model"});
+  return error_response(
+      {404, fmt::format("model '{}' does not exist (this server serves {})", id, router_->known_list()),
+       "invalid_request_error", "model"});
 }
 
 HttpResponse Server::tokenize(const HttpRequest& req, const std::function<bool()>& client_alive) {

@@ -88,7 +88,8 @@ class Server {
   // model /metrics labels every per-model family with model="ID".
   void set_router(std::unique_ptr<ModelRouter> router);
   bool ready() const { return ready_.load(std::memory_order_acquire); }
-  // Enables POST /v1/embeddings (server/embeddings.h) for set_model's model; call before set_model. Not owned.
+  // Enables POST /v1/embeddings (server/embeddings.h) for set_model's model; call before set_model. Not
+  // owned.
   void set_embedder(Embedder* embedder) { embedder_ = embedder; }
   // Valid once ready().
   ModelRouter& router() const { return *router_; }

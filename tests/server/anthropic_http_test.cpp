@@ -281,10 +281,11 @@ TEST(MessagesBudget, ThinkingEndsAtBudgetTokens) {
   o.vocab_source = &*vocab;
   auto w = tools::make_synthetic_model(o);
   ASSERT_TRUE(w.ok());
-  w->metadata().set("tokenizer.chat_template",
-                    gguf::Value::string("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
-                                        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n"
-                                        "{% endif %}"));
+  w->metadata().set(
+      "tokenizer.chat_template",
+      gguf::Value::string("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+                          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n"
+                          "{% endif %}"));
   const std::string path = minfer::test::temp_dir() + "/opens-think.gguf";
   ASSERT_TRUE(w->write(path).ok());
   TestServerOptions so;
@@ -298,7 +299,9 @@ TEST(MessagesBudget, ThinkingEndsAtBudgetTokens) {
   for (int32_t id : tok.encode("</think>", /*parse_special=*/true)) bias[std::to_string(id)] = -100;
   constexpr int kBudget = 1024, kMax = 1100;
   json b = message_body("Think about it", kMax,
-                        {{"temperature", 0}, {"logit_bias", bias}, {"thinking", {{"type", "enabled"}, {"budget_tokens", kBudget}}}});
+                        {{"temperature", 0},
+                         {"logit_bias", bias},
+                         {"thinking", {{"type", "enabled"}, {"budget_tokens", kBudget}}}});
   Reply r = post(server, "/v1/messages", b.dump());
   ASSERT_EQ(r.status, 200) << r.raw;
   const json& c = r.body["content"];

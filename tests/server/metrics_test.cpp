@@ -94,9 +94,11 @@ TEST(Metrics, PerModelLabels) {
   const std::string text = render_metrics({a, b}, /*labelled=*/true, h);
   for (const char* line :
        {"minfer_requests_total{model=\"alpha\"} 7\n", "minfer_model_loaded{model=\"alpha\"} 1\n",
-        "minfer_model_loaded{model=\"be\\\"ta\"} 0\n", "minfer_model_requests_waiting{model=\"be\\\"ta\"} 3\n",
-        "minfer_model_loads_total{model=\"alpha\"} 2\n", "minfer_op_seconds_total{model=\"alpha\",op=\"matmul\"} 1.5\n",
-        "minfer_requests_rejected_total 4\n", "minfer_ready 1\n"}) {
+        "minfer_model_loaded{model=\"be\\\"ta\"} 0\n",
+        "minfer_model_requests_waiting{model=\"be\\\"ta\"} 3\n",
+        "minfer_model_loads_total{model=\"alpha\"} 2\n",
+        "minfer_op_seconds_total{model=\"alpha\",op=\"matmul\"} 1.5\n", "minfer_requests_rejected_total 4\n",
+        "minfer_ready 1\n"}) {
     EXPECT_NE(text.find(line), std::string::npos) << line << text;
   }
   EXPECT_EQ(text.find("minfer_requests_total{model=\"be"), std::string::npos) << text;  // not loaded

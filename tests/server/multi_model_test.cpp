@@ -97,7 +97,9 @@ json chat_body(const std::string& model, int max_tokens, bool stream = false) {
 }
 
 // The assistant content of a chat answer, or of a stream's deltas.
-std::string content_of(const Reply& r) { return r.body["choices"][0]["message"]["content"].get<std::string>(); }
+std::string content_of(const Reply& r) {
+  return r.body["choices"][0]["message"]["content"].get<std::string>();
+}
 std::string streamed_content(const std::string& raw) {
   std::string out;
   for (const std::string& p : sse_payloads(raw)) {
@@ -175,11 +177,13 @@ TEST_F(MultiModel, TwoModelsLoadOnDemandAndAnswerAsWhenServedAlone) {
   Reply rd = send(port, "POST", "/v1/chat/completions", chat_body("", 12));
   EXPECT_EQ(rd.body["model"], "alpha") << rd.raw;
   // The other APIs route by model too.
-  Reply msg = send(port, "POST", "/v1/messages",
-                   {{"model", "beta"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "x"}}}}});
+  Reply msg =
+      send(port, "POST", "/v1/messages",
+           {{"model", "beta"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "x"}}}}});
   EXPECT_EQ(msg.status, 200) << msg.raw;
   EXPECT_EQ(msg.body["model"], "beta");
-  Reply resp = send(port, "POST", "/v1/responses", {{"model", "beta"}, {"input", "x"}, {"max_output_tokens", 4}});
+  Reply resp =
+      send(port, "POST", "/v1/responses", {{"model", "beta"}, {"input", "x"}, {"max_output_tokens", 4}});
   EXPECT_EQ(resp.status, 200) << resp.raw;
   EXPECT_EQ(resp.body["model"], "beta");
   // The two models are different and each answers as when served alone.
@@ -196,18 +200,21 @@ TEST_F(MultiModel, UnknownModelIs404NamingTheKnownOnesInEachApisShape) {
   EXPECT_EQ(chat.status, 404) << chat.raw;
   EXPECT_EQ(chat.body["error"]["param"], "model");
   EXPECT_NE(chat.body["error"]["message"].get<std::string>().find("'gpt-4'"), std::string::npos) << chat.raw;
-  EXPECT_NE(chat.body["error"]["message"].get<std::string>().find("'alpha', 'beta'"), std::string::npos) << chat.raw;
+  EXPECT_NE(chat.body["error"]["message"].get<std::string>().find("'alpha', 'beta'"), std::string::npos)
+      << chat.raw;
   Reply resp = send(port, "POST", "/v1/responses", {{"model", "gpt-4"}, {"input", "x"}});
   EXPECT_EQ(resp.status, 404) << resp.raw;
   EXPECT_EQ(resp.body["error"]["param"], "model");
   Reply emb = send(port, "POST", "/v1/embeddings", {{"model", "gpt-4"}, {"input", "x"}});
   EXPECT_EQ(emb.status, 404) << emb.raw;
-  Reply msg = send(port, "POST", "/v1/messages",
-                   {{"model", "claude-x"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "x"}}}}});
+  Reply msg =
+      send(port, "POST", "/v1/messages",
+           {{"model", "claude-x"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "x"}}}}});
   EXPECT_EQ(msg.status, 404) << msg.raw;
   EXPECT_EQ(msg.body["type"], "error");
   EXPECT_EQ(msg.body["error"]["type"], "not_found_error");
-  EXPECT_NE(msg.body["error"]["message"].get<std::string>().find("'alpha', 'beta'"), std::string::npos) << msg.raw;
+  EXPECT_NE(msg.body["error"]["message"].get<std::string>().find("'alpha', 'beta'"), std::string::npos)
+      << msg.raw;
   Reply get_one = send(port, "GET", "/v1/models/gpt-4");
   EXPECT_EQ(get_one.status, 404) << get_one.raw;
   // Nothing was loaded for them.
@@ -227,7 +234,8 @@ TEST_F(MultiModel, EvictionUnderMaxLoadedOneWhileTheOtherModelStreams) {
   ApiError err;
   std::shared_ptr<ModelLease> hold = s.server().router().acquire("alpha", nullptr, &err);
   ASSERT_TRUE(hold) << err.message;
-  auto beta = std::async(std::launch::async, [&] { return send(port, "POST", "/v1/chat/completions", chat_body("beta", 16)); });
+  auto beta = std::async(std::launch::async,
+                         [&] { return send(port, "POST", "/v1/chat/completions", chat_body("beta", 16)); });
   bool waiting = false;
   for (int i = 0; i < 600 && !waiting; ++i) {
     waiting = labelled(port, "minfer_model_requests_waiting", "beta") >= 1;
@@ -266,7 +274,8 @@ TEST_F(MultiModel, WaitingForALoadIsBounded) {
   ApiError err;
   std::shared_ptr<ModelLease> hold = s.server().router().acquire("alpha", nullptr, &err);
   ASSERT_TRUE(hold) << err.message;
-  auto waiter = std::async(std::launch::async, [&] { return send(port, "POST", "/v1/chat/completions", chat_body("beta", 4)); });
+  auto waiter = std::async(std::launch::async,
+                           [&] { return send(port, "POST", "/v1/chat/completions", chat_body("beta", 4)); });
   bool waiting = false;
   for (int i = 0; i < 600 && !waiting; ++i) {
     waiting = labelled(port, "minfer_model_requests_waiting", "beta") >= 1;
@@ -276,8 +285,9 @@ TEST_F(MultiModel, WaitingForALoadIsBounded) {
   Reply refused = send(port, "POST", "/v1/chat/completions", chat_body("beta", 4));
   EXPECT_EQ(refused.status, 503) << refused.raw;
   EXPECT_NE(refused.raw.find("waiting for models to load"), std::string::npos) << refused.raw;
-  Reply anthropic = send(port, "POST", "/v1/messages",
-                         {{"model", "beta"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "x"}}}}});
+  Reply anthropic =
+      send(port, "POST", "/v1/messages",
+           {{"model", "beta"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "x"}}}}});
   EXPECT_EQ(anthropic.status, 529) << anthropic.raw;
   hold.reset();
   EXPECT_EQ(waiter.get().status, 200);

@@ -185,22 +185,26 @@ TEST(ServeBinary, SeveralModelsFromAFolderAndRepeatedFlags) {
     ASSERT_TRUE(w.ok() && w->write(dir + "/" + name + ".gguf").ok());
   }
   const std::string third = tiny_model();
-  Child c = spawn({"minfer", "serve", "--models-dir", dir, "-m", third, "--port", "0", "-t", "1", "--max-loaded",
-                   "1", "--keep-alive", "5m", "--memory-budget", "8G", "--embeddings", "--pooling", "mean"});
+  Child c =
+      spawn({"minfer", "serve", "--models-dir", dir, "-m", third, "--port", "0", "-t", "1", "--max-loaded",
+             "1", "--keep-alive", "5m", "--memory-budget", "8G", "--embeddings", "--pooling", "mean"});
   const int port = wait_for_port(c);
   ASSERT_GT(port, 0) << c.stdout_text;
-  EXPECT_NE(c.stdout_text.find("models=tiny-qwen3,one,two (loaded on demand)"), std::string::npos) << c.stdout_text;
-  EXPECT_NE(c.stdout_text.find("max-loaded=1 memory-budget=8G keep-alive=5m"), std::string::npos) << c.stdout_text;
+  EXPECT_NE(c.stdout_text.find("models=tiny-qwen3,one,two (loaded on demand)"), std::string::npos)
+      << c.stdout_text;
+  EXPECT_NE(c.stdout_text.find("max-loaded=1 memory-budget=8G keep-alive=5m"), std::string::npos)
+      << c.stdout_text;
   httplib::Client cl("127.0.0.1", port);
   cl.set_read_timeout(120, 0);
   auto models = cl.Get("/v1/models");
   ASSERT_TRUE(models);
   EXPECT_EQ(json::parse(models->body)["data"].size(), 3u) << models->body;
   for (const char* name : {"two", "one"}) {
-    auto r = cl.Post("/v1/chat/completions",
-                     json({{"model", name}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 3}})
-                         .dump(),
-                     "application/json");
+    auto r = cl.Post(
+        "/v1/chat/completions",
+        json({{"model", name}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 3}})
+            .dump(),
+        "application/json");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 200) << r->body;
     EXPECT_EQ(json::parse(r->body)["model"], name);
