@@ -1,6 +1,8 @@
-// `minfer serve MODEL [options]`: the OpenAI-compatible HTTP server. Binds first (so /health answers 503
+// `minfer serve MODEL... [options]`: the OpenAI-compatible HTTP server. Binds first (so /health answers 503
 // while the model loads), loads the model, checks that its chat template renders, starts the batcher,
-// prints one startup line, and on SIGINT/SIGTERM drains (MINFER_DRAIN_MS) and exits 0.
+// prints one startup line, and on SIGINT/SIGTERM drains (MINFER_DRAIN_MS) and exits 0. With several models
+// (repeated -m / positionals, --models-dir) none is loaded at start: the server's ModelRouter loads each on
+// the first request that names it (server/model_router.h), with the same per-model loading as one model.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -11,7 +13,10 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "chat/chat_template.h"
 #include "cli/cli_app.h"
@@ -21,16 +26,18 @@
 #include "engine/batcher.h"
 #include "engine/embedding.h"
 #include "engine/engine.h"
+#include "gguf/split.h"
 #include "kv/kv_cache.h"
 #include "server/embeddings.h"
 #include "server/http.h"
+#include "server/model_router.h"
 #include "server/server.h"
 
 namespace minfer::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model;
+  std::string model;  // the path being loaded (one model per loader call)
   std::string host = "127.0.0.1";
   int port = 8080;
   int32_t n_slots = 4;
@@ -49,7 +56,38 @@ struct ServeArgs {
   bool embeddings = false;
   std::string pooling;  // "" = the GGUF's <arch>.pooling_type
   SpecArgs spec;
+  // Several models (server/model_router.h).
+  std::vector<std::string> model_flags, model_positionals;
+  std::string models_dir;
+  int32_t max_loaded = 0;
+  std::string memory_budget;  // "" = no bound
+  std::string keep_alive;     // "" = forever
 };
+
+// A GGUF's model id: its file name without .gguf and, for a split set, without -0000K-of-0000N.
+std::string model_id_for(const std::string& path) {
+  if (auto split = gguf::parse_split_path(path))
+    return std::filesystem::path(split->stem).filename().string();
+  return std::filesystem::path(path).stem().string();
+}
+
+// Every *.gguf in `dir` (not recursive), sorted; a split set counts once, by its first part. A folder
+// with no GGUF is an error naming it.
+Result<std::vector<std::string>> gguf_files_in(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return not_found("--models-dir '{}' is not a folder", dir);
+  std::vector<std::string> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".gguf") continue;
+    const std::string path = entry.path().string();
+    if (auto split = gguf::parse_split_path(path); split && split->index != 1) continue;
+    out.push_back(path);
+  }
+  if (ec) return io_error("--models-dir '{}': {}", dir, ec.message());
+  if (out.empty()) return not_found("--models-dir '{}' holds no .gguf file", dir);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 int64_t drain_ms_from_env() {
   const char* env = std::getenv("MINFER_DRAIN_MS");
@@ -105,10 +143,24 @@ int serve_command(const Args& argv) {
   CLI::App app("Serve a model over an OpenAI-compatible HTTP API with continuous batching.", "minfer serve");
   ServeArgs args;
   sampling::SamplerConfig sampling;
-  ModelArg model;
   DeviceArgs device;
   std::string flash_attn = "auto";
-  add_model_arg(app, &model);
+  // The model argument of every command, repeatable here: each MODEL or -m names one more model.
+  app.add_option("model", args.model_positionals, fmt::format("the models to serve, each {}", kModelForms));
+  app.add_option("-m,--model", args.model_flags, "one more model to serve (repeatable; instead of MODEL)");
+  app.add_option("--models-dir", args.models_dir,
+                 "serve every *.gguf in this folder (a split set once), each named by its file name");
+  app.add_option("--max-loaded", args.max_loaded,
+                 "models resident at once; the least recently used idle one is unloaded first (0: no bound)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 16));
+  app.add_option(
+      "--memory-budget", args.memory_budget,
+      "bytes the resident models may take (e.g. 8G, 512M), least recently used idle one unloaded "
+      "first; a model counts as its file size until loaded once, then as weights + KV + activations");
+  app.add_option("--keep-alive", args.keep_alive,
+                 "unload a model idle this long, as Ollama does: 5m, 30s, 1h30m, 0 (at once), -1 (never; "
+                 "default)");
   app.add_option("--host", args.host, "address to bind")->capture_default_str();
   app.add_option("--port", args.port, "port to bind (0: any free port)")
       ->capture_default_str()
@@ -165,12 +217,67 @@ int serve_command(const Args& argv) {
   if (int code = parse_args(app, argv); code >= 0) return code;
   auto offload = offload_options(app, device);
   if (!offload.ok()) return fail(offload.status());
-  auto model_arg = take_model(model);
-  if (!model_arg.ok()) return fail(model_arg.status());
-  // A path, a split part, a cached short name, or an hf:/ollama: URI (downloaded before the port opens).
-  auto model_path = resolve_model_arg(*model_arg);
-  if (!model_path.ok()) return fail(model_path.status());
-  args.model = *model_path;
+  // Each a path, a split part, a cached short name, or an hf:/ollama: URI (downloaded before the port opens).
+  std::vector<std::string> model_args = args.model_flags;
+  model_args.insert(model_args.end(), args.model_positionals.begin(), args.model_positionals.end());
+  if (!args.models_dir.empty()) {
+    auto files = gguf_files_in(args.models_dir);
+    if (!files.ok()) return fail(files.status());
+    model_args.insert(model_args.end(), files->begin(), files->end());
+  }
+  if (model_args.empty())
+    return fail(invalid_argument(
+        "no model given: name one as MODEL, with -m MODEL or --models-dir DIR; a model is {}", kModelForms));
+  std::vector<server::ModelSpec> specs;
+  for (const std::string& arg : model_args) {
+    auto path = resolve_model_arg(arg);
+    if (!path.ok()) return fail(path.status());
+    server::ModelSpec spec;
+    spec.path = *path;
+    // One model keeps the name it always had (the file's stem, or --alias).
+    spec.id = model_args.size() == 1
+                  ? (!args.alias.empty() ? args.alias : std::filesystem::path(*path).stem().string())
+                  : model_id_for(*path);
+    if (arg != *path && arg != spec.id) spec.aliases.push_back(arg);  // a cached name or URI selects it too
+    for (const server::ModelSpec& other : specs) {
+      if (other.path == spec.path) return fail(invalid_argument("model '{}' is given twice", spec.path));
+      if (other.id == spec.id)
+        return fail(invalid_argument("two models are named '{}' ({} and {}); serve one of them", spec.id,
+                                     other.path, spec.path));
+    }
+    specs.push_back(std::move(spec));
+  }
+  const bool several = specs.size() > 1;
+  args.model = specs.front().path;
+  if (several) {
+    if (!args.alias.empty())
+      return fail(invalid_argument("--alias names one model; with several, each is named by its file name"));
+    if (!args.slots_file.empty())
+      return fail(invalid_argument(
+          "--slots-file saves one model's slots; it cannot be combined with several models"));
+    if (!args.spec.draft_model.empty())
+      return fail(
+          invalid_argument("--spec-draft drafts for one model; it cannot be combined with several models"));
+  }
+  server::RouterOptions ropts;
+  ropts.max_loaded = args.max_loaded;
+  if (!args.memory_budget.empty()) {
+    auto budget = server::parse_byte_size(args.memory_budget);
+    if (!budget.ok()) return fail(budget.status().with_context("--memory-budget: "));
+    ropts.memory_budget = static_cast<int64_t>(*budget);
+  }
+  if (!args.keep_alive.empty()) {
+    auto keep = server::parse_keep_alive(args.keep_alive);
+    if (!keep.ok()) return fail(keep.status().with_context("--keep-alive: "));
+    ropts.keep_alive = *keep;
+  }
+  // Requests that wait for a model to load are bounded like those that wait for a slot.
+  ropts.max_waiting = std::max(args.queue_depth, args.n_slots);
+  const bool inspecting = std::getenv("MINFER_DUMP_DIR") != nullptr || std::getenv("MINFER_TRACE") != nullptr;
+  if (inspecting && (several || ropts.keep_alive.count() >= 0))
+    return fail(
+        invalid_argument("MINFER_DUMP_DIR / MINFER_TRACE watch one engine for the whole run: serve one model "
+                         "without --keep-alive"));
   if (!args.spec.draft_model.empty()) {
     auto draft_path = resolve_model_arg(args.spec.draft_model);
     if (!draft_path.ok()) return fail(draft_path.status().with_context("--spec-draft: "));
@@ -201,7 +308,7 @@ int serve_command(const Args& argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   server::ServerOptions sopts;
-  sopts.model_id = !args.alias.empty() ? args.alias : std::filesystem::path(args.model).stem().string();
+  sopts.model_id = specs.front().id;
   sopts.api_key = args.api_key;
   sopts.reasoning = args.reasoning_format != "none";
   sopts.sampling = sampling;
@@ -212,7 +319,10 @@ int serve_command(const Args& argv) {
   hopts.host = args.host;
   hopts.port = args.port;
   hopts.max_body = *max_body;
-  hopts.n_threads = std::min(512, args.n_slots + args.queue_depth + 8);
+  // Each model's slots and queue, plus the requests waiting for loads (one model: as it always was).
+  hopts.n_threads = static_cast<int>(
+      std::min<int64_t>(512, static_cast<int64_t>(specs.size()) * (args.n_slots + args.queue_depth) +
+                                 (several ? ropts.max_waiting : 0) + 8));
   auto http = server::HttpServer::bind(server, hopts);
   if (!http.ok()) return fail(http.status());
   std::thread http_thread([&] { (*http)->run(); });
@@ -227,84 +337,94 @@ int serve_command(const Args& argv) {
   eopts.n_batch = args.batch;
   eopts.cache_type = *kv_type;
   eopts.offload = *offload;
-  auto loaded = engine::Engine::load(args.model, eopts);
-  if (!loaded.ok()) {
-    shutdown_http();
-    return fail(loaded.status());
-  }
-  engine::Engine& engine = **loaded;
-  if (Status st = sampling.validate(engine.n_vocab()); !st.ok()) {
-    shutdown_http();
-    return fail(st);
-  }
-  auto tmpl = load_template(args, engine);
-  if (!tmpl.ok()) {
-    shutdown_http();
-    return fail(tmpl.status());
-  }
-  auto inspect_env = InspectEnv::attach(engine);  // MINFER_DUMP_DIR / MINFER_TRACE, before the worker starts
-  if (!inspect_env.ok()) {
-    shutdown_http();
-    return fail(inspect_env.status());
-  }
-  // The draft model's cache holds one sequence per slot, mirroring the target's.
-  std::unique_ptr<engine::Engine> draft;
-  if (!args.spec.draft_model.empty()) {
-    auto d = engine::Engine::load(args.spec.draft_model, eopts);
-    if (!d.ok()) {
-      shutdown_http();
-      return fail(d.status().with_context("--spec-draft: "));
+  std::optional<engine::Pooling> pooling_flag;
+  if (!args.pooling.empty()) pooling_flag = *engine::parse_pooling(args.pooling);  // CLI11 checked the name
+  // MINFER_DUMP_DIR / MINFER_TRACE (one model, loaded once): kept to report the trace's write at exit.
+  std::shared_ptr<InspectEnv> inspect_env;
+  // Everything one model needs, loaded the same way for one model at start and for each of several on
+  // demand (the router calls it on a request's thread).
+  server::ModelLoader loader =
+      [args, eopts, sampling, pooling_flag, inspecting,
+       &inspect_env](const server::ModelSpec& spec) -> Result<std::unique_ptr<server::LoadedModel>> {
+    auto m = std::make_unique<server::LoadedModel>();
+    MINFER_ASSIGN_OR_RETURN(m->owned_engine, engine::Engine::load(spec.path, eopts));
+    engine::Engine& engine = *m->owned_engine;
+    MINFER_RETURN_IF_ERROR(sampling.validate(engine.n_vocab()));
+    MINFER_ASSIGN_OR_RETURN(m->chat_template, load_template(args, engine));
+    if (inspecting) {  // before the worker starts
+      MINFER_ASSIGN_OR_RETURN(std::unique_ptr<InspectEnv> env, InspectEnv::attach(engine));
+      inspect_env = std::move(env);
+      m->attachments = inspect_env;
     }
-    draft = std::move(*d);
-  }
-  // Embeddings: asked for, or an embedding model (its GGUF declares a pooling type).
-  std::unique_ptr<server::Embedder> embedder;
-  {
-    auto declared = engine::pooling_from_gguf(engine.file());
-    if (!declared.ok()) {
-      shutdown_http();
-      return fail(declared.status());
+    // The draft model's cache holds one sequence per slot, mirroring the target's.
+    if (!args.spec.draft_model.empty()) {
+      auto d = engine::Engine::load(args.spec.draft_model, eopts);
+      if (!d.ok()) return d.status().with_context("--spec-draft: ");
+      m->owned_draft = std::move(*d);
     }
-    std::optional<engine::Pooling> pooling;
-    if (!args.pooling.empty()) pooling = *engine::parse_pooling(args.pooling);  // CLI11 checked the name
-    if (args.embeddings || declared->has_value()) {
-      auto e = server::Embedder::create(args.model, eopts, pooling);
-      if (!e.ok()) {
-        shutdown_http();
-        return fail(e.status().with_context("--embeddings: "));
-      }
-      embedder = std::move(*e);
-      server.set_embedder(embedder.get());
-    } else if (pooling) {
-      shutdown_http();
-      return fail(invalid_argument("--pooling needs --embeddings (this model is loaded for generation)"));
+    // Embeddings: asked for, or an embedding model (its GGUF declares a pooling type).
+    MINFER_ASSIGN_OR_RETURN(std::optional<engine::Pooling> declared,
+                            engine::pooling_from_gguf(engine.file()));
+    if (args.embeddings || declared.has_value()) {
+      auto e = server::Embedder::create(spec.path, eopts, pooling_flag);
+      if (!e.ok()) return e.status().with_context("--embeddings: ");
+      m->owned_embedder = std::move(*e);
+    } else if (pooling_flag) {
+      return invalid_argument("--pooling needs --embeddings (this model is loaded for generation)");
     }
+    engine::BatcherOptions bopts;
+    bopts.n_slots = args.n_slots;
+    bopts.queue_depth = args.queue_depth;
+    bopts.n_batch = args.batch;
+    bopts.slots_file = args.slots_file;
+    bopts.speculate = args.spec.enabled();
+    bopts.draft_model = m->owned_draft.get();
+    bopts.spec = args.spec.options();
+    MINFER_ASSIGN_OR_RETURN(m->owned_batcher, engine::Batcher::create(engine, bopts));
+    m->engine = m->owned_engine.get();
+    m->batcher = m->owned_batcher.get();
+    m->embedder = m->owned_embedder.get();
+    return m;
+  };
+  std::vector<std::string> ids;
+  for (const server::ModelSpec& spec : specs) ids.push_back(spec.id);
+  auto router = std::make_unique<server::ModelRouter>(specs, loader, ropts);
+  std::string model_facts, embeddings_fact;  // the startup line's parts about the model(s)
+  if (!several) {
+    // One model is loaded before the server says it is listening, as it always was; a failure ends the run.
+    auto loaded = loader(specs.front());
+    if (!loaded.ok()) {
+      shutdown_http();
+      return fail(loaded.status());
+    }
+    const server::LoadedModel& m = **loaded;
+    model_facts = fmt::format("model={} slots={} ctx={} threads={}", sopts.model_id, args.n_slots,
+                              m.engine->n_ctx(), m.engine->n_threads());
+    if (m.embedder != nullptr)
+      embeddings_fact = fmt::format(" embeddings=pooling:{}", engine::pooling_name(m.embedder->pooling()));
+    if (Status st = router->adopt(sopts.model_id, std::move(*loaded)); !st.ok()) {
+      shutdown_http();
+      return fail(st);
+    }
+  } else {
+    model_facts = fmt::format("models={} (loaded on demand) slots={} ctx={}", fmt::join(ids, ","),
+                              args.n_slots, args.n_ctx);
   }
-  engine::BatcherOptions bopts;
-  bopts.n_slots = args.n_slots;
-  bopts.queue_depth = args.queue_depth;
-  bopts.n_batch = args.batch;
-  bopts.slots_file = args.slots_file;
-  bopts.speculate = args.spec.enabled();
-  bopts.draft_model = draft.get();
-  bopts.spec = args.spec.options();
-  auto batcher = engine::Batcher::create(engine, bopts);
-  if (!batcher.ok()) {
-    shutdown_http();
-    return fail(batcher.status());
-  }
-  server.set_model(&engine, batcher->get(), std::move(*tmpl));
+  std::string router_facts;
+  if (ropts.max_loaded > 0) router_facts += fmt::format(" max-loaded={}", ropts.max_loaded);
+  if (ropts.memory_budget > 0) router_facts += " memory-budget=" + args.memory_budget;
+  if (ropts.keep_alive.count() >= 0) router_facts += " keep-alive=" + args.keep_alive;
+  server.set_router(std::move(router));
   fmt::print(
-      "minfer serve: listening on http://{}:{} model={} slots={} ctx={} threads={} batching=on "
-      "queue={}{}{}{}{}\n",
-      args.host, (*http)->port(), sopts.model_id, args.n_slots, engine.n_ctx(), engine.n_threads(),
-      args.queue_depth, args.api_key.empty() ? "" : " auth=on",
-      embedder ? fmt::format(" embeddings=pooling:{}", engine::pooling_name(embedder->pooling())) : "",
-      args.slots_file.empty() ? "" : " slots-file=" + args.slots_file,
+      "minfer serve: listening on http://{}:{} {} batching=on "
+      "queue={}{}{}{}{}{}\n",
+      args.host, (*http)->port(), model_facts, args.queue_depth, args.api_key.empty() ? "" : " auth=on",
+      embeddings_fact, args.slots_file.empty() ? "" : " slots-file=" + args.slots_file,
       !args.spec.draft_model.empty()
           ? fmt::format(" speculative=draft:{} depth={}{}", args.spec.draft_model, args.spec.draft_n,
                         args.spec.adaptive ? " adaptive" : "")
-          : (args.spec.lookup_n > 0 ? fmt::format(" speculative=lookup depth={}", args.spec.lookup_n) : ""));
+          : (args.spec.lookup_n > 0 ? fmt::format(" speculative=lookup depth={}", args.spec.lookup_n) : ""),
+      router_facts);
   std::fflush(stdout);
 
   int sig = 0;
@@ -313,11 +433,13 @@ int serve_command(const Args& argv) {
              sig == SIGINT ? "SIGINT" : "SIGTERM", drain_ms);
   server.begin_drain();
   (*http)->stop();
-  const int64_t abandoned = (*batcher)->drain(std::chrono::milliseconds(drain_ms));
+  const int64_t abandoned = server.router().drain(std::chrono::milliseconds(drain_ms));
   http_thread.join();
   fmt::print(stderr, "minfer serve: drained; {} request(s) abandoned\n", abandoned);
-  batcher->reset();
-  if (Status st = (*inspect_env)->finish(); !st.ok()) return fail(st);
+  server.take_router().reset();  // every batcher stops, then its engines go
+  if (inspect_env) {
+    if (Status st = inspect_env->finish(); !st.ok()) return fail(st);
+  }
   return 0;
 }
 

@@ -357,6 +357,12 @@ struct Generation {
     emitted += ev.text;
     blocks.add(assembler.push(ev.text));
   }
+  // Text the server put in the model's output itself (the end of a thinking block cut at its budget).
+  void forced(const std::string& text, const std::vector<int32_t>& ids) {
+    tokens.insert(tokens.end(), ids.begin(), ids.end());
+    emitted += text;
+    blocks.add(assembler.push(text));
+  }
   void done(const engine::BatchEvent& ev) {
     emitted += ev.text;
     if (!ev.text.empty()) blocks.add(assembler.push(ev.text));
@@ -385,6 +391,60 @@ struct Generation {
       if (best != std::string::npos) return "stop_sequence";
     }
     return "end_turn";
+  }
+};
+
+// thinking.budget_tokens, honoured: once the model has generated `budget` tokens and is still inside its
+// leading <think> block, the request is cancelled and continued as a second batcher request whose prompt is
+// the original prompt, the tokens so far and "\n</think>\n\n", so the block ends at the budget and the
+// answer follows (the continuation's prompt is the cancelled slot's prefix, which the batcher may reuse).
+// The closing text counts as output tokens; max_tokens still bounds the whole answer.
+struct ThinkingBudget {
+  int32_t budget = 0;  // 0: none
+  bool reasoning = false, starts_in_think = false;
+  engine::BatchRequest original;  // its prompt, sampling, stop strings and n_predict
+  bool spent = false;
+  int32_t extra_completion = 0;  // tokens of the cancelled part plus the closing text
+
+  bool due(const Generation& g) const {
+    if (budget <= 0 || spent || !reasoning || static_cast<int32_t>(g.tokens.size()) < budget) return false;
+    // A grammar (the request's, a forced tool choice, a schema) would start again from its root in the
+    // continuation, so a constrained answer is bounded by max_tokens only.
+    if (!original.sampling.grammar.empty() || !original.sampling.json_schema.empty()) return false;
+    const size_t first = g.emitted.find_first_not_of(" \t\r\n");
+    const bool opened =
+        starts_in_think || (first != std::string::npos && g.emitted.compare(first, 7, "<think>") == 0);
+    return opened && g.emitted.find("</think>") == std::string::npos;
+  }
+  // Closes the block in `g` and continues into *handle. Returns false when max_tokens leaves no room after
+  // the closing text (the answer then ends there, as max_tokens); an error when the continuation is refused.
+  Result<bool> close(Generation& g, engine::Batcher& batcher, const tokenizer::Tokenizer& tok,
+                     std::shared_ptr<engine::RequestHandle>* handle) {
+    (*handle)->cancel();
+    spent = true;
+    static constexpr char kClose[] = "\n</think>\n\n";
+    const std::vector<int32_t> ids = tok.encode(kClose, /*parse_special=*/true);
+    const int32_t generated = static_cast<int32_t>(g.tokens.size());
+    g.forced(kClose, ids);
+    extra_completion = generated + static_cast<int32_t>(ids.size());
+    engine::BatchRequest r = original;
+    r.prompt.insert(r.prompt.end(), g.tokens.begin(), g.tokens.end());
+    if (r.n_predict >= 0) {
+      r.n_predict -= extra_completion;
+      if (r.n_predict < 1) return false;
+    }
+    MINFER_ASSIGN_OR_RETURN(*handle, batcher.submit(std::move(r)));
+    return true;
+  }
+  // The usage of the whole answer from the continuation's (prompt: the original one; cached: what the
+  // continuation reused, at most the original prompt).
+  engine::BatchUsage usage(engine::BatchUsage u) const {
+    if (!spent) return u;
+    const int32_t n_prompt = static_cast<int32_t>(original.prompt.size());
+    u.prompt_tokens = n_prompt;
+    u.cached_tokens = std::min(u.cached_tokens, n_prompt);
+    u.completion_tokens += extra_completion;
+    return u;
   }
 };
 
@@ -511,6 +571,7 @@ std::optional<ApiError> parse_anthropic_request(std::string_view body, const Req
             fmt::format("'thinking.budget_tokens' ({}) must be less than 'max_tokens' ({})", n, max_tokens),
             "thinking.budget_tokens");
       out->thinking = true;
+      out->budget_tokens = static_cast<int32_t>(std::min<int64_t>(n, INT32_MAX));
     } else if (type == "disabled") {
       if (auto e = only_keys(*th, "thinking", {"type"})) return e;
     } else {
@@ -571,27 +632,26 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
   }
   if (!server.ready()) return error_reply({529, "the model is loading", "", {}});
 
-  engine::Engine& engine = server.engine();
-  engine::Batcher& batcher = server.batcher();
+  // The model first (it may have to load): its vocabulary and slots bound the request's fields. A body
+  // without a model string is parsed against the default model, and parsing refuses it.
+  ApiError lease_error;
+  std::shared_ptr<ModelLease> lease = server.lease_for(req.body, client_alive, &lease_error);
+  if (!lease) return error_reply(lease_error);
+  const engine::Engine& engine = lease->engine();
+  engine::Batcher& batcher = lease->batcher();
   const tokenizer::Tokenizer& tok = engine.tokenizer();
   RequestLimits limits;
   limits.n_vocab = engine.n_vocab();
   limits.n_slots = batcher.options().n_slots;
   limits.defaults = server.options().sampling;
-  limits.tool_format = detect_tool_call_format(server.chat_template().source());
+  limits.tool_format = detect_tool_call_format(lease->chat_template().source());
   AnthropicRequest a;
   if (auto err = parse_anthropic_request(req.body, limits, count, &a)) return error_reply(*err);
-  const std::string model = server.options().model_id;
-  if (a.chat.model != model)
-    return error_reply(
-        {404,
-         fmt::format("model '{}' does not exist (this server serves '{}')", a.chat.model, model),
-         "",
-         {}});
+  const std::string model = lease->id();
 
   std::vector<int32_t> prompt;
   bool starts_in_think = false;
-  if (auto err = server.render_chat_prompt(a.chat.chat, "messages", &prompt, &starts_in_think))
+  if (auto err = server.render_chat_prompt(*lease, a.chat.chat, "messages", &prompt, &starts_in_think))
     return error_reply(*err);
   if (count) {
     HttpResponse r;
@@ -610,12 +670,19 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
   br.n_predict = a.chat.n_predict;
   br.stop = a.chat.stop;
   br.sampling = a.chat.sampling;
+  const bool reasoning = server.options().reasoning;
+  auto budget = std::make_shared<ThinkingBudget>();
+  if (a.thinking) {
+    budget->budget = a.budget_tokens;
+    budget->reasoning = reasoning;
+    budget->starts_in_think = starts_in_think;
+    budget->original = br;
+  }
   auto submitted = batcher.submit(std::move(br));
   if (!submitted.ok()) return error_reply(api_error_from_status(submitted.status()));
   std::shared_ptr<engine::RequestHandle> handle = std::move(*submitted);
   server.add_in_flight(1);
 
-  const bool reasoning = server.options().reasoning;
   const bool tools = !a.chat.tools.is_null();
   const ToolCallFormat tool_format = a.chat.tool_format;
   const std::string id = "msg_" + make_response_id("x").substr(2);
@@ -646,6 +713,18 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
       switch (ev->kind) {
         case engine::BatchEvent::Kind::kToken:
           g.token(*ev);
+          if (budget->due(g)) {
+            auto continued = budget->close(g, batcher, tok, &handle);
+            if (!continued.ok()) {
+              error = continued.status();
+              finished = true;
+            } else if (!*continued) {  // max_tokens reached by the closing text
+              engine::BatchEvent end;
+              end.finish_reason = "length";
+              g.done(end);
+              finished = true;
+            }
+          }
           break;
         case engine::BatchEvent::Kind::kDone:
           g.done(*ev);
@@ -661,6 +740,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
     }
     server.add_in_flight(-1);
     if (!error.ok()) return error_reply(failure(error));
+    usage = budget->usage(usage);
     json sequence;
     const std::string stop_reason = g.stop_reason(tok, a.stop_sequences, &sequence);
     json body = {{"id", id},
@@ -681,9 +761,10 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
   res.content_type = "text/event-stream";
   res.headers.emplace_back("Cache-Control", "no-cache");
   res.headers.emplace_back("X-Accel-Buffering", "no");
-  struct StreamGuard {
+  struct StreamGuard {  // holds the model's lease until the stream is over
     Server* server;
     std::shared_ptr<engine::RequestHandle> handle;
+    std::shared_ptr<ModelLease> lease;
     bool completed = false;
     ~StreamGuard() {
       if (!completed) handle->cancel();
@@ -691,10 +772,13 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
     }
   };
   // Built in place: a temporary's destructor would cancel the request.
-  std::shared_ptr<StreamGuard> guard(new StreamGuard{&server, handle});
+  std::shared_ptr<StreamGuard> guard(new StreamGuard{&server, handle, lease});
   const std::vector<std::string> stops = a.stop_sequences;
-  res.stream = [guard, handle, id, model, n_prompt, reasoning, starts_in_think, tools, tool_format, stops, &tok,
-                failure](ResponseStream& out) {
+  // The stream reads guard->handle: a thinking budget replaces it with the continuation's.
+  engine::Batcher* batcher_ptr = &batcher;
+  res.stream = [guard, budget, batcher_ptr, id, model, n_prompt, reasoning, starts_in_think, tools, tool_format, stops,
+                &tok, failure](ResponseStream& out) {
+    std::shared_ptr<engine::RequestHandle>& current = guard->handle;
     bool ok = true;
     auto send = [&](const json& event) {
       if (ok && !out.write(sse_event(event))) ok = false;
@@ -720,7 +804,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
     bool finished = false, failed = false;
     int idle_polls = 0;
     while (!finished && ok) {
-      auto ev = handle->next(kPoll);
+      auto ev = current->next(kPoll);
       if (!ev) {
         if (!out.alive()) ok = false;
         if (++idle_polls >= kPingEveryPolls) {
@@ -733,6 +817,19 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
       switch (ev->kind) {
         case engine::BatchEvent::Kind::kToken:
           g.token(*ev);
+          if (budget->due(g)) {
+            auto continued = budget->close(g, *batcher_ptr, tok, &current);
+            if (!continued.ok()) {
+              const ApiError e = failure(continued.status());
+              send(anthropic_error_json(e.status, e.message));
+              failed = true;
+            } else if (!*continued) {  // max_tokens reached by the closing text
+              engine::BatchEvent end;
+              end.finish_reason = "length";
+              g.done(end);
+              finished = true;
+            }
+          }
           break;
         case engine::BatchEvent::Kind::kDone:
           g.done(*ev);
@@ -755,7 +852,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
       if (failed) break;
     }
     if (!ok) {
-      handle->cancel();
+      current->cancel();
       return;
     }
     if (failed) {
@@ -767,7 +864,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
     const std::string stop_reason = g.stop_reason(tok, stops, &sequence);
     send({{"type", "message_delta"},
           {"delta", {{"stop_reason", stop_reason}, {"stop_sequence", sequence}}},
-          {"usage", usage_of(usage)}});
+          {"usage", usage_of(budget->usage(usage))}});
     send({{"type", "message_stop"}});
     guard->completed = true;
   };

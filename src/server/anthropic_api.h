@@ -27,6 +27,7 @@ struct AnthropicRequest {
   OpenAiRequest chat;                       // the translated request (stop holds stop_sequences)
   std::vector<std::string> stop_sequences;  // as sent, for stop_sequence in the answer
   bool thinking = false;                    // thinking: {type: enabled}
+  int32_t budget_tokens = 0;                // its budget_tokens: the <think> block is closed there
 };
 
 // Validates an Anthropic request body and translates it; nullopt on success. Unknown fields are a 400

@@ -722,33 +722,33 @@ HttpResponse Server::responses_get(const std::string& id) {
 HttpResponse Server::responses_create(const HttpRequest& req, const std::function<bool()>& client_alive) {
   ResponsesRequest rr;
   if (auto err = translate_responses_request(req.body, *responses_store_, &rr)) return error_response(*err);
-  if (!rr.model.empty() && rr.model != options_.model_id)
-    return error_response(
-        {404, fmt::format("model '{}' does not exist (this server serves '{}')", rr.model, options_.model_id),
-         "invalid_request_error", "model"});
+  ApiError lease_error;
+  std::shared_ptr<ModelLease> lease = router().acquire(rr.model, client_alive, &lease_error);
+  if (!lease) return error_response(lease_error);
+  const engine::Engine& engine = lease->engine();
   RequestLimits limits;
-  limits.n_vocab = engine_->n_vocab();
-  limits.n_slots = batcher_->options().n_slots;
+  limits.n_vocab = engine.n_vocab();
+  limits.n_slots = lease->batcher().options().n_slots;
   limits.defaults = options_.sampling;
-  limits.tool_format = detect_tool_call_format(template_->source());
+  limits.tool_format = detect_tool_call_format(lease->chat_template().source());
   OpenAiRequest r;
   if (auto err = parse_chat_request(rr.chat_body.dump(), limits, &r)) return error_response(rename_param(*err));
 
   // The prompt, exactly as the chat route renders it.
-  const tokenizer::Tokenizer& tok = engine_->tokenizer();
+  const tokenizer::Tokenizer& tok = engine.tokenizer();
   chat::ChatInputs in = r.chat;
   if (!in.extra.contains("bos_token")) in.extra["bos_token"] = token_text_or_empty(tok, tok.bos());
   if (!in.extra.contains("eos_token")) in.extra["eos_token"] = token_text_or_empty(tok, tok.eos());
-  auto text = template_->render(in);
+  auto text = lease->chat_template().render(in);
   if (!text.ok()) return error_response(bad_request("chat template: " + text.status().message(), "input"));
   const bool starts_in_think = options_.reasoning && prompt_opens_think(*text);
   std::vector<int32_t> prompt = tok.encode(*text, /*parse_special=*/true);
   if (tok.add_bos() && tok.bos() >= 0) prompt.insert(prompt.begin(), tok.bos());
-  if (static_cast<int64_t>(prompt.size()) >= engine_->n_ctx())
+  if (static_cast<int64_t>(prompt.size()) >= engine.n_ctx())
     return error_response(
         bad_request(fmt::format("the input has {} tokens but the context holds {} (at most {} for an input "
                                 "that leaves room for one generated token)",
-                                prompt.size(), engine_->n_ctx(), engine_->n_ctx() - 1),
+                                prompt.size(), engine.n_ctx(), engine.n_ctx() - 1),
                     "input"));
 
   engine::BatchRequest br;
@@ -757,13 +757,13 @@ HttpResponse Server::responses_create(const HttpRequest& req, const std::functio
   br.n_choices = 1;
   br.stop = r.stop;
   br.sampling = r.sampling;
-  auto submitted = batcher_->submit(std::move(br));
+  auto submitted = lease->batcher().submit(std::move(br));
   if (!submitted.ok()) return error_response(api_error_from_status(submitted.status()));
   std::shared_ptr<engine::RequestHandle> handle = std::move(*submitted);
   in_flight_.fetch_add(1);
 
   const std::string id = make_id("resp");
-  const std::string model = options_.model_id;
+  const std::string model = lease->id();
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const bool tools = !r.tools.is_null();
   const ToolCallFormat tool_format = r.tool_format;
@@ -810,16 +810,17 @@ HttpResponse Server::responses_create(const HttpRequest& req, const std::functio
   res.content_type = "text/event-stream";
   res.headers.emplace_back("Cache-Control", "no-cache");
   res.headers.emplace_back("X-Accel-Buffering", "no");
-  struct StreamGuard {
+  struct StreamGuard {  // holds the model's lease until the stream is over
     Server* server;
     std::shared_ptr<engine::RequestHandle> handle;
+    std::shared_ptr<ModelLease> lease;
     bool completed = false;
     ~StreamGuard() {
       if (!completed) handle->cancel();
       server->in_flight_.fetch_sub(1);
     }
   };
-  std::shared_ptr<StreamGuard> guard(new StreamGuard{this, handle});
+  std::shared_ptr<StreamGuard> guard(new StreamGuard{this, handle, lease});
   auto shared_rr = std::make_shared<ResponsesRequest>(std::move(rr));
   res.stream = [guard, handle, shared_rr, id, created, model, reasoning, starts_in_think, tools, tool_format,
                 conclude](ResponseStream& out) {

@@ -8,9 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "core/check.h"
 #include "core/log.h"
-#include "server/embeddings.h"
 #include "server/anthropic_api.h"
+#include "server/embeddings.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/responses_api.h"
@@ -65,10 +66,30 @@ Server::Server(ServerOptions options) : options_(std::move(options)) {
 Server::~Server() = default;
 
 void Server::set_model(engine::Engine* engine, engine::Batcher* batcher, chat::ChatTemplate tmpl) {
-  engine_ = engine;
-  batcher_ = batcher;
-  template_ = std::move(tmpl);
+  auto model = std::make_unique<LoadedModel>();
+  model->engine = engine;
+  model->batcher = batcher;
+  model->embedder = embedder_;
+  model->chat_template = std::move(tmpl);
+  // No loader: the caller's model is never unloaded.
+  auto router = std::make_unique<ModelRouter>(std::vector<ModelSpec>{{options_.model_id, "", {}}}, nullptr,
+                                              RouterOptions{});
+  MINFER_CHECK(router->adopt(options_.model_id, std::move(model)).ok(), "Server::set_model");
+  set_router(std::move(router));
+}
+
+void Server::set_router(std::unique_ptr<ModelRouter> router) {
+  router_ = std::move(router);
   ready_.store(true, std::memory_order_release);
+}
+
+std::shared_ptr<ModelLease> Server::lease_for(const std::string& body,
+                                              const std::function<bool()>& client_alive,
+                                              ApiError* error) const {
+  const json b = json::parse(body, nullptr, false);
+  std::string name;
+  if (b.is_object() && b.contains("model") && b["model"].is_string()) name = b["model"].get<std::string>();
+  return router_->acquire(name, client_alive, error);
 }
 
 HttpResponse Server::error_response(const ApiError& error) {
@@ -91,16 +112,32 @@ bool Server::authorized(const HttpRequest& req, bool accept_x_api_key) const {
 }
 
 std::string Server::metrics_text() const {
-  engine::BatcherStats stats;
-  if (ready()) stats = batcher_->stats();
   HttpCounters h;
   h.rejected = rejected_.load();
   h.in_flight = in_flight_.load();
   h.errors_4xx = errors_4xx_.load();
   h.errors_5xx = errors_5xx_.load();
   h.ready = ready() && !draining();
-  if (draining()) stats.draining = true;
-  return render_metrics(stats, h, read_process_stats());
+  h.draining = draining();
+  std::vector<ModelMetrics> models;
+  if (ready()) {
+    for (ModelStatus& st : router_->status()) {
+      ModelMetrics m;
+      m.id = st.id;
+      m.loaded = st.state == "loaded";
+      m.in_flight = st.in_flight;
+      m.waiting = st.waiting;
+      m.loads = st.loads;
+      m.load_failures = st.load_failures;
+      m.unloads = st.unloads;
+      m.last_load_seconds = st.last_load_seconds;
+      m.resident_bytes = st.resident_bytes;
+      m.stats = std::move(st.stats);
+      models.push_back(std::move(m));
+    }
+  }
+  // One model: unlabelled samples, as a single-model server has always written them.
+  return render_metrics(models, /*labelled=*/models.size() > 1, h, read_process_stats());
 }
 
 HttpResponse Server::handle(const HttpRequest& req, const std::function<bool()>& client_alive) {
@@ -184,18 +221,26 @@ HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& 
   if (path == "/v1/completions" || path == "/completions") return completions(req, false, client_alive);
   if (path == "/v1/responses") return responses_create(req, client_alive);
   if (path == "/v1/responses/") return responses_get(p.substr(path.size()));
-  if (path == "/tokenize") return tokenize(req);
-  if (path == "/v1/embeddings") return embeddings_response(req, embedder_, options_.model_id);
-  return detokenize(req);
+  if (path == "/tokenize") return tokenize(req, client_alive);
+  if (path == "/v1/embeddings") return embeddings(req, client_alive);
+  return detokenize(req, client_alive);
 }
 
-std::optional<ApiError> Server::render_chat_prompt(const chat::ChatInputs& inputs, const std::string& field,
-                                                   std::vector<int32_t>* prompt, bool* starts_in_think) const {
-  const tokenizer::Tokenizer& tok = engine_->tokenizer();
+HttpResponse Server::embeddings(const HttpRequest& req, const std::function<bool()>& client_alive) {
+  ApiError error;
+  auto model = lease_for(req.body, client_alive, &error);
+  if (!model) return error_response(error);
+  return embeddings_response(req, model->embedder(), model->id());
+}
+
+std::optional<ApiError> Server::render_chat_prompt(const ModelLease& model, const chat::ChatInputs& inputs,
+                                                   const std::string& field, std::vector<int32_t>* prompt,
+                                                   bool* starts_in_think) const {
+  const tokenizer::Tokenizer& tok = model.engine().tokenizer();
   chat::ChatInputs in = inputs;
   if (!in.extra.contains("bos_token")) in.extra["bos_token"] = token_text_or_empty(tok, tok.bos());
   if (!in.extra.contains("eos_token")) in.extra["eos_token"] = token_text_or_empty(tok, tok.eos());
-  auto text = template_->render(in);
+  auto text = model.chat_template().render(in);
   if (!text.ok()) return bad_request("chat template: " + text.status().message(), field);
   *starts_in_think = options_.reasoning && prompt_opens_think(*text);
   *prompt = tok.encode(*text, /*parse_special=*/true);
@@ -204,26 +249,32 @@ std::optional<ApiError> Server::render_chat_prompt(const chat::ChatInputs& input
 }
 
 HttpResponse Server::models(const std::string& id) {
-  const engine::Engine& e = *engine_;
-  json model = {{"id", options_.model_id},
-                {"object", "model"},
-                {"created", created_},
-                {"owned_by", "minfer"},
-                {"meta",
-                 {{"n_vocab", e.n_vocab()},
-                  {"n_ctx", e.n_ctx()},
-                  {"n_ctx_train", e.hparams().n_ctx_train},
-                  {"n_embd", e.hparams().n_embd},
-                  {"n_slots", batcher_->options().n_slots}}}};
-  if (id.empty()) return json_response(200, {{"object", "list"}, {"data", json::array({model})}});
-  if (id != options_.model_id)
-    return error_response(
-        {404, fmt::format("model '{}' does not exist (this server serves '{}')", id, options_.model_id),
-         "invalid_request_error", "model"});
-  return json_response(200, model);
+  // OpenAI's model object, plus whether it is loaded (llama-server's router answers status.value) and, for
+  // a loaded model, its engine's facts.
+  json data = json::array();
+  for (const ModelStatus& st : router_->status()) {
+    json model = {{"id", st.id}, {"object", "model"}, {"created", created_}, {"owned_by", "minfer"}};
+    model["loaded"] = st.state == "loaded";
+    model["status"] = {{"value", st.state}};
+    if (st.stats) {
+      model["meta"] = {{"n_vocab", st.n_vocab},
+                       {"n_ctx", st.n_ctx},
+                       {"n_ctx_train", st.n_ctx_train},
+                       {"n_embd", st.n_embd},
+                       {"n_slots", st.stats->n_slots}};
+    }
+    data.push_back(std::move(model));
+  }
+  if (id.empty()) return json_response(200, {{"object", "list"}, {"data", std::move(data)}});
+  for (json& m : data) {
+    if (m["id"] == id) return json_response(200, m);
+  }
+  return error_response(
+      {404, fmt::format("model '{}' does not exist (this server serves {})", id, router_->known_list()),
+       "invalid_request_error", "model"});
 }
 
-HttpResponse Server::tokenize(const HttpRequest& req) {
+HttpResponse Server::tokenize(const HttpRequest& req, const std::function<bool()>& client_alive) {
   json b = json::parse(req.body, nullptr, false);
   if (b.is_discarded() || !b.is_object())
     return error_response(bad_request("the request body is not a valid JSON object"));
@@ -238,7 +289,10 @@ HttpResponse Server::tokenize(const HttpRequest& req) {
       *out = b[key].get<bool>();
     }
   }
-  const tokenizer::Tokenizer& tok = engine_->tokenizer();
+  ApiError error;
+  auto model = lease_for(req.body, client_alive, &error);
+  if (!model) return error_response(error);
+  const tokenizer::Tokenizer& tok = model->engine().tokenizer();
   std::vector<int32_t> ids = tok.encode(b["content"].get<std::string>(), parse_special);
   if (add_special && tok.add_bos() && tok.bos() >= 0) ids.insert(ids.begin(), tok.bos());
   json tokens = json::array();
@@ -252,13 +306,16 @@ HttpResponse Server::tokenize(const HttpRequest& req) {
   return json_response(200, {{"tokens", std::move(tokens)}});
 }
 
-HttpResponse Server::detokenize(const HttpRequest& req) {
+HttpResponse Server::detokenize(const HttpRequest& req, const std::function<bool()>& client_alive) {
   json b = json::parse(req.body, nullptr, false);
   if (b.is_discarded() || !b.is_object())
     return error_response(bad_request("the request body is not a valid JSON object"));
   if (!b.contains("tokens") || !b["tokens"].is_array())
     return error_response(bad_request("'tokens' must be an array of token ids", "tokens"));
-  const tokenizer::Tokenizer& tok = engine_->tokenizer();
+  ApiError error;
+  auto model = lease_for(req.body, client_alive, &error);
+  if (!model) return error_response(error);
+  const tokenizer::Tokenizer& tok = model->engine().tokenizer();
   std::vector<int32_t> ids;
   for (const auto& v : b["tokens"]) {
     if (!v.is_number_integer())
@@ -274,26 +331,28 @@ HttpResponse Server::detokenize(const HttpRequest& req) {
 
 HttpResponse Server::completions(const HttpRequest& req, bool chat,
                                  const std::function<bool()>& client_alive) {
-  const tokenizer::Tokenizer& tok = engine_->tokenizer();
+  // The model first (it may have to load): its vocabulary and slots bound the request's fields.
+  ApiError lease_error;
+  std::shared_ptr<ModelLease> lease = lease_for(req.body, client_alive, &lease_error);
+  if (!lease) return error_response(lease_error);
+  const engine::Engine& engine = lease->engine();
+  const tokenizer::Tokenizer& tok = engine.tokenizer();
   RequestLimits limits;
-  limits.n_vocab = engine_->n_vocab();
-  limits.n_slots = batcher_->options().n_slots;
+  limits.n_vocab = engine.n_vocab();
+  limits.n_slots = lease->batcher().options().n_slots;
   limits.defaults = options_.sampling;
-  limits.tool_format = detect_tool_call_format(template_->source());
+  limits.tool_format = detect_tool_call_format(lease->chat_template().source());
   OpenAiRequest r;
   if (auto err =
           chat ? parse_chat_request(req.body, limits, &r) : parse_completion_request(req.body, limits, &r))
     return error_response(*err);
-  if (!r.model.empty() && r.model != options_.model_id)
-    return error_response(
-        {404, fmt::format("model '{}' does not exist (this server serves '{}')", r.model, options_.model_id),
-         "invalid_request_error", "model"});
 
   // The prompt as tokens.
   std::vector<int32_t> prompt;
   bool starts_in_think = false;
   if (chat) {
-    if (auto err = render_chat_prompt(r.chat, "messages", &prompt, &starts_in_think)) return error_response(*err);
+    if (auto err = render_chat_prompt(*lease, r.chat, "messages", &prompt, &starts_in_think))
+      return error_response(*err);
   } else if (r.prompt_is_tokens) {
     prompt = r.prompt_tokens;
   } else {
@@ -301,11 +360,11 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
     if (tok.add_bos() && tok.bos() >= 0) prompt.insert(prompt.begin(), tok.bos());
   }
   if (prompt.empty()) return error_response(bad_request("the prompt is empty", chat ? "messages" : "prompt"));
-  if (static_cast<int64_t>(prompt.size()) >= engine_->n_ctx())
+  if (static_cast<int64_t>(prompt.size()) >= engine.n_ctx())
     return error_response(
         bad_request(fmt::format("the prompt has {} tokens but the context holds {} (at most {} for a "
                                 "prompt that leaves room for one generated token)",
-                                prompt.size(), engine_->n_ctx(), engine_->n_ctx() - 1),
+                                prompt.size(), engine.n_ctx(), engine.n_ctx() - 1),
                     chat ? "messages" : "prompt"));
 
   engine::BatchRequest br;
@@ -315,7 +374,7 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
   br.stop = r.stop;
   br.sampling = r.sampling;
   br.n_top_logprobs = r.n_top_logprobs;
-  auto submitted = batcher_->submit(std::move(br));
+  auto submitted = lease->batcher().submit(std::move(br));
   if (!submitted.ok()) return error_response(api_error_from_status(submitted.status()));
   std::shared_ptr<engine::RequestHandle> handle = std::move(*submitted);
   in_flight_.fetch_add(1);
@@ -325,7 +384,7 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
   auto choices = std::make_shared<std::vector<ChoiceState>>();
   for (int32_t i = 0; i < r.n; ++i) choices->emplace_back(reasoning, starts_in_think, tools, r.tool_format);
   const std::string id = make_response_id(chat ? "chatcmpl" : "cmpl");
-  const std::string model = options_.model_id;
+  const std::string model = lease->id();
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const bool want_logprobs = r.n_top_logprobs >= 0;
 
@@ -443,16 +502,18 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
   const int32_t n = r.n;
   // Cancels the request and closes the books if the stream is dropped before it completes (the HTTP
   // layer never called it, or the client went away).
+  // It holds the model's lease too: the model stays loaded until the stream is over.
   struct StreamGuard {
     Server* server;
     std::shared_ptr<engine::RequestHandle> handle;
+    std::shared_ptr<ModelLease> lease;
     bool completed = false;
     ~StreamGuard() {
       if (!completed) handle->cancel();
       server->in_flight_.fetch_sub(1);
     }
   };
-  std::shared_ptr<StreamGuard> guard(new StreamGuard{this, handle});
+  std::shared_ptr<StreamGuard> guard(new StreamGuard{this, handle, lease});
   res.stream = [guard, handle, choices, id, model, created, chat, include_usage, n, want_logprobs,
                 apply_token](ResponseStream& out) {
     auto chunk = [&](json choice_list) {

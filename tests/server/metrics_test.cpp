@@ -76,5 +76,39 @@ TEST(Metrics, PerOpTimesWhenPresent) {
   EXPECT_NE(text.find("minfer_op_calls_total{op=\"rope\"} 4\n"), std::string::npos) << text;
 }
 
+// Several models: every per-model family has one sample per model labelled model="ID" (batcher families
+// only for loaded models), process-wide families stay unlabelled; one model keeps unlabelled samples.
+TEST(Metrics, PerModelLabels) {
+  ModelMetrics a, b;
+  a.id = "alpha";
+  a.loaded = true;
+  a.loads = 2;
+  a.stats = engine::BatcherStats{};
+  a.stats->requests_total = 7;
+  a.stats->op_times = {{"matmul", 1.5, 10}};
+  b.id = "be\"ta";
+  b.waiting = 3;
+  HttpCounters h;
+  h.rejected = 4;
+  h.ready = true;
+  const std::string text = render_metrics({a, b}, /*labelled=*/true, h);
+  for (const char* line :
+       {"minfer_requests_total{model=\"alpha\"} 7\n", "minfer_model_loaded{model=\"alpha\"} 1\n",
+        "minfer_model_loaded{model=\"be\\\"ta\"} 0\n",
+        "minfer_model_requests_waiting{model=\"be\\\"ta\"} 3\n",
+        "minfer_model_loads_total{model=\"alpha\"} 2\n",
+        "minfer_op_seconds_total{model=\"alpha\",op=\"matmul\"} 1.5\n", "minfer_requests_rejected_total 4\n",
+        "minfer_ready 1\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
+  }
+  EXPECT_EQ(text.find("minfer_requests_total{model=\"be"), std::string::npos) << text;  // not loaded
+  EXPECT_EQ(text.find("minfer_requests_total 7"), std::string::npos) << text;
+  const std::string one = render_metrics({a}, /*labelled=*/false, h);
+  EXPECT_NE(one.find("minfer_requests_total 7\n"), std::string::npos) << one;
+  EXPECT_NE(one.find("minfer_requests_rejected_total 4\n"), std::string::npos) << one;
+  EXPECT_NE(one.find("minfer_model_loaded 1\n"), std::string::npos) << one;
+  EXPECT_EQ(one.find("model=\""), std::string::npos) << one;
+}
+
 }  // namespace
 }  // namespace minfer::server

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <regex>
@@ -169,6 +170,72 @@ TEST(ServeBinary, RefusesATemplateThatCannotRender) {
   Child c = spawn({"minfer", "serve", model, "--port", "0", "--chat-template", tmpl});
   EXPECT_EQ(wait_exit(c.pid, 60), 1);
   close(c.out);
+}
+
+// Several models: --models-dir plus a repeated -m (one given twice is refused by name), the router flags
+// on the startup line, models loaded on demand, and the refusals of what serves one model only.
+TEST(ServeBinary, SeveralModelsFromAFolderAndRepeatedFlags) {
+  const std::string dir = minfer::test::temp_dir() + "/models";
+  std::filesystem::create_directories(dir);
+  for (auto [name, seed] : {std::pair{"one", 31}, std::pair{"two", 32}}) {
+    tools::SyntheticOptions o;
+    o.shape = *tools::synthetic_preset("tiny-qwen3");
+    o.seed = static_cast<uint64_t>(seed);
+    auto w = tools::make_synthetic_model(o);
+    ASSERT_TRUE(w.ok() && w->write(dir + "/" + name + ".gguf").ok());
+  }
+  const std::string third = tiny_model();
+  Child c =
+      spawn({"minfer", "serve", "--models-dir", dir, "-m", third, "--port", "0", "-t", "1", "--max-loaded",
+             "1", "--keep-alive", "5m", "--memory-budget", "8G", "--embeddings", "--pooling", "mean"});
+  const int port = wait_for_port(c);
+  ASSERT_GT(port, 0) << c.stdout_text;
+  EXPECT_NE(c.stdout_text.find("models=tiny-qwen3,one,two (loaded on demand)"), std::string::npos)
+      << c.stdout_text;
+  EXPECT_NE(c.stdout_text.find("max-loaded=1 memory-budget=8G keep-alive=5m"), std::string::npos)
+      << c.stdout_text;
+  httplib::Client cl("127.0.0.1", port);
+  cl.set_read_timeout(120, 0);
+  auto models = cl.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"].size(), 3u) << models->body;
+  for (const char* name : {"two", "one"}) {
+    auto r = cl.Post(
+        "/v1/chat/completions",
+        json({{"model", name}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 3}})
+            .dump(),
+        "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["model"], name);
+  }
+  // Each model has its own embeddings engine (--embeddings applies to every model).
+  auto e = cl.Post("/v1/embeddings", json({{"model", "two"}, {"input", "hello"}}).dump(), "application/json");
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 200) << e->body;
+  EXPECT_EQ(json::parse(e->body)["model"], "two");
+  auto metrics = cl.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metric(metrics->body, "minfer_model_loaded{model=\"two\"}"), 1) << metrics->body;
+  EXPECT_EQ(metric(metrics->body, "minfer_model_loaded{model=\"one\"}"), 0) << metrics->body;
+  EXPECT_EQ(metric(metrics->body, "minfer_model_unloads_total{model=\"one\"}"), 1) << metrics->body;
+  kill(c.pid, SIGTERM);
+  EXPECT_EQ(wait_exit(c.pid, 60), 0);
+  close(c.out);
+  // Refused before listening: the same model twice, --alias or --slots-file with several, a bad duration.
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"-m", third, "-m", third},
+        std::vector<std::string>{"--models-dir", dir, "--alias", "x"},
+        std::vector<std::string>{"--models-dir", dir, "--slots-file", dir + "/slots"},
+        std::vector<std::string>{third, "--keep-alive", "5x"},
+        std::vector<std::string>{third, "--memory-budget", "lots"},
+        std::vector<std::string>{"--models-dir", dir + "/nonesuch"}}) {
+    std::vector<std::string> args = {"minfer", "serve", "--port", "0"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    Child f = spawn(args);
+    EXPECT_EQ(wait_exit(f.pid, 60), 1) << bad[1];
+    close(f.out);
+  }
 }
 
 }  // namespace
