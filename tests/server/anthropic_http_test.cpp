@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -451,7 +452,14 @@ TEST(MessagesAuth, XApiKeyAndBearerBothWork) {
 
 // A full queue is Anthropic's 529 overloaded_error (Retry-After), and so is a draining server.
 TEST(MessagesSaturation, QueueFullAndDrainAre529) {
+  // The worker is held before its first step (the slot stays busy) until the refusal is seen, so the test
+  // never depends on a short generation outlasting two HTTP round trips. Bounded: 30 s at most.
+  std::atomic<bool> hold{true};
   TestServerOptions o;
+  o.stall_injector = [&hold] {
+    for (int i = 0; i < 3000 && hold.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return false;
+  };
   o.n_slots = 1;
   o.queue_depth = 0;
   TestServer s(o);
@@ -465,10 +473,12 @@ TEST(MessagesSaturation, QueueFullAndDrainAre529) {
     occupied = metric(get(s, "/metrics").raw, "minfer_requests_in_flight") >= 1;
     if (!occupied) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  if (!occupied) hold = false;
   ASSERT_TRUE(occupied) << "the first request was not accepted within 30 s";
   Reply r = post(s, "/v1/messages", message_body("x", 2, {{"stream", true}}).dump());
   expect_anthropic_error(r, 529, "overloaded_error", "no idle slot");
   EXPECT_EQ(r.header("Retry-After"), "1");
+  hold = false;  // the busy request may now run
   s.server().begin_drain();
   expect_anthropic_error(post(s, "/v1/messages", message_body("x", 2).dump()), 529, "overloaded_error",
                          "draining");

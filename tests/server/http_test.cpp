@@ -371,7 +371,14 @@ TEST(HttpAuth, ApiKeyGuardsV1AndMetricsButNotHealth) {
 // --queue-depth 0: a request that finds no idle slot gets 503 "no idle slot" with Retry-After, before any
 // stream starts; and draining answers 503 while the accepted request still completes.
 TEST(HttpSaturation, NoIdleSlotThenDrain) {
+  // The worker is held before its first step (the slot stays busy) until the refusal is seen, so the test
+  // never depends on a short generation outlasting two HTTP round trips. Bounded: 30 s at most.
+  std::atomic<bool> hold{true};
   TestServerOptions o;
+  o.stall_injector = [&hold] {
+    for (int i = 0; i < 3000 && hold.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return false;
+  };
   o.n_slots = 1;
   o.queue_depth = 0;
   TestServer s(o);
@@ -389,12 +396,14 @@ TEST(HttpSaturation, NoIdleSlotThenDrain) {
     occupied = metric(get(s, "/metrics").raw, "minfer_requests_in_flight") >= 1;
     if (!occupied) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  if (!occupied) hold = false;
   ASSERT_TRUE(occupied) << "the first request was not accepted within 30 s";
   Reply r = post(s, "/v1/chat/completions", chat_body("x", 2, {{"stream", true}}));
   expect_error(r, 503, "no idle slot");
   EXPECT_EQ(r.body["error"]["type"], "unavailable_error");
   EXPECT_EQ(r.body["error"]["code"], 503);
   EXPECT_EQ(r.header("Retry-After"), "1");
+  hold = false;  // the busy request may now run
   // Drain: new requests 503, /health 503, the accepted one finishes normally.
   s.server().begin_drain();
   expect_error(post(s, "/v1/chat/completions", chat_body("x", 2)), 503, "draining");
