@@ -116,14 +116,14 @@ const BatcherFamily kBatcherFamilies[] = {
      [](const engine::BatcherStats& s) { return d(s.drain_abandoned); }},
 };
 
-std::string render(const std::vector<ModelMetrics>& models, bool labelled, bool with_router,
+std::string render(const std::vector<ModelStatus>& models, bool labelled, bool with_router,
                    const HttpCounters& h, const ProcessStats& p) {
   std::string out;
   auto header = [&](const char* name, const char* type, const char* help) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
   };
   // `extra`: further labels, already formatted (op="matmul").
-  auto sample = [&](const char* name, const ModelMetrics* m, double value, const std::string& extra = "") {
+  auto sample = [&](const char* name, const ModelStatus* m, double value, const std::string& extra = "") {
     std::string labels;
     if (labelled && m != nullptr) labels = fmt::format("model=\"{}\"", escape_label(m->id));
     if (!extra.empty()) labels += (labels.empty() ? "" : ",") + extra;
@@ -131,7 +131,7 @@ std::string render(const std::vector<ModelMetrics>& models, bool labelled, bool 
                           : fmt::format("{}{{{}}} {}\n", name, labels, value);
   };
   bool any_stats = false, draining = h.draining;
-  for (const ModelMetrics& m : models) {
+  for (const ModelStatus& m : models) {
     any_stats = any_stats || m.stats.has_value();
     if (m.stats && m.stats->draining) draining = true;
   }
@@ -140,13 +140,13 @@ std::string render(const std::vector<ModelMetrics>& models, bool labelled, bool 
          h.ready ? 1 : 0);
   for (const BatcherFamily& f : kBatcherFamilies) {
     header(f.name, f.type, f.help);
-    for (const ModelMetrics& m : models) {
+    for (const ModelStatus& m : models) {
       if (m.stats) sample(f.name, &m, f.value(*m.stats));
     }
   }
   header("minfer_requests_rejected_total", "counter",
          "Requests refused before queueing (queue full, no idle slot, draining).");
-  for (const ModelMetrics& m : models) {
+  for (const ModelStatus& m : models) {
     if (m.stats)
       sample("minfer_requests_rejected_total", &m,
              d(m.stats->requests_rejected + (labelled ? 0 : h.rejected)));
@@ -161,16 +161,16 @@ std::string render(const std::vector<ModelMetrics>& models, bool labelled, bool 
            d(p.rss_bytes));
   family(&out, "minfer_draining", "gauge", "1 while a graceful shutdown is in progress.", draining ? 1 : 0);
   bool any_ops = false;
-  for (const ModelMetrics& m : models) any_ops = any_ops || (m.stats && !m.stats->op_times.empty());
+  for (const ModelStatus& m : models) any_ops = any_ops || (m.stats && !m.stats->op_times.empty());
   if (any_ops) {
     header("minfer_op_seconds_total", "counter", "Seconds spent per graph op (MINFER_OP_TIMING).");
-    for (const ModelMetrics& m : models) {
+    for (const ModelStatus& m : models) {
       if (!m.stats) continue;
       for (const auto& op : m.stats->op_times)
         sample("minfer_op_seconds_total", &m, op.seconds, fmt::format("op=\"{}\"", escape_label(op.op)));
     }
     header("minfer_op_calls_total", "counter", "Executions per graph op (MINFER_OP_TIMING).");
-    for (const ModelMetrics& m : models) {
+    for (const ModelStatus& m : models) {
       if (!m.stats) continue;
       for (const auto& op : m.stats->op_times)
         sample("minfer_op_calls_total", &m, d(op.calls), fmt::format("op=\"{}\"", escape_label(op.op)));
@@ -181,33 +181,33 @@ std::string render(const std::vector<ModelMetrics>& models, bool labelled, bool 
     const char* name;
     const char* type;
     const char* help;
-    double (*value)(const ModelMetrics&);
+    double (*value)(const ModelStatus&);
   };
   static const RouterFamily kRouterFamilies[] = {
       {"minfer_model_loaded", "gauge", "1 while the model is loaded.",
-       [](const ModelMetrics& m) { return m.loaded ? 1.0 : 0.0; }},
+       [](const ModelStatus& m) { return m.loaded() ? 1.0 : 0.0; }},
       {"minfer_model_requests_in_flight", "gauge",
        "Requests holding the model now (it is not unloaded meanwhile).",
-       [](const ModelMetrics& m) { return d(m.in_flight); }},
+       [](const ModelStatus& m) { return d(m.in_flight); }},
       {"minfer_model_requests_waiting", "gauge",
        "Requests waiting for the model to load, or for room to load it (--max-loaded, --memory-budget).",
-       [](const ModelMetrics& m) { return d(m.waiting); }},
+       [](const ModelStatus& m) { return d(m.waiting); }},
       {"minfer_model_loads_total", "counter", "Completed loads of the model.",
-       [](const ModelMetrics& m) { return d(m.loads); }},
+       [](const ModelStatus& m) { return d(m.loads); }},
       {"minfer_model_load_failures_total", "counter", "Failed loads of the model.",
-       [](const ModelMetrics& m) { return d(m.load_failures); }},
+       [](const ModelStatus& m) { return d(m.load_failures); }},
       {"minfer_model_unloads_total", "counter",
        "Unloads of the model (least recently used first, or --keep-alive).",
-       [](const ModelMetrics& m) { return d(m.unloads); }},
+       [](const ModelStatus& m) { return d(m.unloads); }},
       {"minfer_model_load_seconds", "gauge", "Duration of the model's latest load.",
-       [](const ModelMetrics& m) { return m.last_load_seconds; }},
+       [](const ModelStatus& m) { return m.last_load_seconds; }},
       {"minfer_model_resident_bytes", "gauge",
        "Resident size counted against --memory-budget (0 when unloaded; the file size until measured).",
-       [](const ModelMetrics& m) { return d(m.resident_bytes); }},
+       [](const ModelStatus& m) { return d(m.resident_bytes); }},
   };
   for (const RouterFamily& f : kRouterFamilies) {
     header(f.name, f.type, f.help);
-    for (const ModelMetrics& m : models) sample(f.name, &m, f.value(m));
+    for (const ModelStatus& m : models) sample(f.name, &m, f.value(m));
   }
   return out;
 }
@@ -215,13 +215,13 @@ std::string render(const std::vector<ModelMetrics>& models, bool labelled, bool 
 }  // namespace
 
 std::string render_metrics(const engine::BatcherStats& s, const HttpCounters& h, const ProcessStats& p) {
-  ModelMetrics m;
-  m.loaded = true;
+  ModelStatus m;
+  m.state = "loaded";
   m.stats = s;
   return render({m}, /*labelled=*/false, /*with_router=*/false, h, p);
 }
 
-std::string render_metrics(const std::vector<ModelMetrics>& models, bool labelled, const HttpCounters& h,
+std::string render_metrics(const std::vector<ModelStatus>& models, bool labelled, const HttpCounters& h,
                            const ProcessStats& p) {
   return render(models, labelled, /*with_router=*/true, h, p);
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/batcher.h"
+#include "server/model_status.h"
 
 namespace minfer::server {
 
@@ -34,24 +35,13 @@ std::string render_metrics(const engine::BatcherStats& stats, const HttpCounters
                            const ProcessStats& process = {});
 
 // One served model's part of the exposition: its router counters and, while it is loaded, its batcher's.
-struct ModelMetrics {
-  std::string id;
-  bool loaded = false;
-  int64_t in_flight = 0;  // requests holding the model now
-  int64_t waiting = 0;    // requests waiting for it to load (or for room to load it)
-  int64_t loads = 0, load_failures = 0, unloads = 0;
-  double last_load_seconds = 0;
-  int64_t resident_bytes = 0;
-  std::optional<engine::BatcherStats> stats;  // loaded models only (restarts at 0 after a reload)
-};
-
 // Every family above plus the router's (minfer_model_loaded, _requests_waiting, _loads_total,
 // _load_failures_total, _unloads_total, _load_seconds, _resident_bytes, _requests_in_flight), one sample
 // per model. `labelled`: each per-model sample carries model="ID" (several models); otherwise the samples
 // are unlabelled, exactly as render_metrics(stats, ...) writes them for one model. Process-wide families
 // (ready, HTTP counters, RSS, draining) are never labelled; in labelled mode the HTTP layer's own
 // rejections (draining) are an unlabelled minfer_requests_rejected_total sample next to the models'.
-std::string render_metrics(const std::vector<ModelMetrics>& models, bool labelled, const HttpCounters& http,
+std::string render_metrics(const std::vector<ModelStatus>& models, bool labelled, const HttpCounters& http,
                            const ProcessStats& process = {});
 
 inline constexpr const char* kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";

@@ -42,6 +42,7 @@
 #include "engine/batcher.h"
 #include "engine/engine.h"
 #include "server/api_error.h"
+#include "server/model_status.h"
 
 namespace minfer::server {
 
@@ -107,23 +108,6 @@ class ModelLease {
   size_t index_;
   std::string id_;
   std::shared_ptr<LoadedModel> model_;
-};
-
-// A snapshot of one model for /v1/models and /metrics.
-struct ModelStatus {
-  std::string id;
-  std::string path;
-  std::string state;      // "loaded", "loading", "unloading", "unloaded"
-  int64_t in_flight = 0;  // leases now
-  int64_t waiting = 0;    // requests waiting for this model to load (or for room to load it)
-  int64_t loads = 0;      // completed loads
-  int64_t load_failures = 0;
-  int64_t unloads = 0;
-  double last_load_seconds = 0;  // duration of the latest completed load
-  int64_t resident_bytes = 0;    // the estimate used against --memory-budget
-  // Loaded models only: the batcher's counters (they start again at 0 after a reload) and engine facts.
-  std::optional<engine::BatcherStats> stats;
-  int64_t n_vocab = 0, n_ctx = 0, n_ctx_train = 0, n_embd = 0;
 };
 
 class ModelRouter {

@@ -119,23 +119,8 @@ std::string Server::metrics_text() const {
   h.errors_5xx = errors_5xx_.load();
   h.ready = ready() && !draining();
   h.draining = draining();
-  std::vector<ModelMetrics> models;
-  if (ready()) {
-    for (ModelStatus& st : router_->status()) {
-      ModelMetrics m;
-      m.id = st.id;
-      m.loaded = st.state == "loaded";
-      m.in_flight = st.in_flight;
-      m.waiting = st.waiting;
-      m.loads = st.loads;
-      m.load_failures = st.load_failures;
-      m.unloads = st.unloads;
-      m.last_load_seconds = st.last_load_seconds;
-      m.resident_bytes = st.resident_bytes;
-      m.stats = std::move(st.stats);
-      models.push_back(std::move(m));
-    }
-  }
+  std::vector<ModelStatus> models;
+  if (ready()) models = router_->status();
   // One model: unlabelled samples, as a single-model server has always written them.
   return render_metrics(models, /*labelled=*/models.size() > 1, h, read_process_stats());
 }
@@ -254,7 +239,7 @@ HttpResponse Server::models(const std::string& id) {
   json data = json::array();
   for (const ModelStatus& st : router_->status()) {
     json model = {{"id", st.id}, {"object", "model"}, {"created", created_}, {"owned_by", "minfer"}};
-    model["loaded"] = st.state == "loaded";
+    model["loaded"] = st.loaded();
     model["status"] = {{"value", st.state}};
     if (st.stats) {
       model["meta"] = {{"n_vocab", st.n_vocab},

@@ -79,9 +79,9 @@ TEST(Metrics, PerOpTimesWhenPresent) {
 // Several models: every per-model family has one sample per model labelled model="ID" (batcher families
 // only for loaded models), process-wide families stay unlabelled; one model keeps unlabelled samples.
 TEST(Metrics, PerModelLabels) {
-  ModelMetrics a, b;
+  ModelStatus a, b;
   a.id = "alpha";
-  a.loaded = true;
+  a.state = "loaded";
   a.loads = 2;
   a.stats = engine::BatcherStats{};
   a.stats->requests_total = 7;
