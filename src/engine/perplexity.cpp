@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/fnv1a.h"
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -86,16 +87,6 @@ MeanUnc same_top(const KldSums& s) {
 MeanUnc exp_of(const MeanUnc& log_value) {
   const double v = std::exp(log_value.mean);
   return {v, v * log_value.unc};  // d exp(x) = exp(x) dx
-}
-
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
-uint64_t fnv1a(const void* data, size_t n, uint64_t h) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
 }
 
 }  // namespace
@@ -298,7 +289,7 @@ KldStats kld_stats(const KldSums& s) {
 
 uint64_t vocab_hash(const tokenizer::Tokenizer& tok) {
   const int32_t n = tok.n_vocab();
-  uint64_t h = fnv1a(&n, sizeof(n), kFnvOffset);
+  uint64_t h = fnv1a(&n, sizeof(n), kFnv1aOffset);
   for (int32_t id = 0; id < n; ++id) {
     const std::string_view text = tok.token_text(id);
     h = fnv1a(text.data(), text.size(), h);
@@ -309,7 +300,7 @@ uint64_t vocab_hash(const tokenizer::Tokenizer& tok) {
 }
 
 uint64_t tokens_hash(std::span<const int32_t> tokens) {
-  return fnv1a(tokens.data(), tokens.size() * sizeof(int32_t), kFnvOffset);
+  return fnv1a(tokens.data(), tokens.size() * sizeof(int32_t), kFnv1aOffset);
 }
 
 Status evaluate_chunks(Engine& engine, std::span<const int32_t> tokens, const ChunkPlan& plan,

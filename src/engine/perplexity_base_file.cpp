@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/fnv1a.h"
 #include "engine/perplexity.h"
 
 namespace minfer::engine {
@@ -16,15 +17,6 @@ namespace {
 constexpr char kMagic[4] = {'M', 'F', 'K', 'L'};
 // magic, version, n_ctx, n_vocab, n_chunk, n_scored, vocab hash, text hash, n_text_tokens
 constexpr size_t kFixedHeaderBytes = 4 + 4 + 4 * 4 + 8 + 8 + 8;
-
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 // resize + memcpy rather than insert of the value's bytes: GCC 12 at -O2 (the tsan preset) reports a false
 // -Warray-bounds on the inlined insert.

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "core/fnv1a.h"
 #include "engine/session.h"
 #include "kv/kv_state.h"
 
@@ -19,15 +20,6 @@ namespace {
 
 constexpr const char* kFormat = "minfer-chat-session";
 constexpr int kVersion = 1;
-
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 std::string hex(uint64_t v) {
   return fmt::format("{:016x}", v);

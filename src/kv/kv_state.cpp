@@ -7,20 +7,13 @@
 #include <fstream>
 #include <iterator>
 
+#include "core/fnv1a.h"
+
 namespace minfer::kv {
 namespace {
 
 constexpr char kMagic[4] = {'M', 'F', 'K', 'V'};
 constexpr size_t kHeaderBytes = 4 + 4 + 8 + 8;
-
-uint64_t fnv1a64(const uint8_t* data, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= data[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 class Writer {
  public:
@@ -117,7 +110,7 @@ Status save_kv_file(const std::string& path, const KvFileIdentity& identity, con
   header.put_bytes(kMagic, 4);
   header.put(kKvFileVersion);
   header.put(static_cast<uint64_t>(payload.size()));
-  header.put(fnv1a64(payload.data(), payload.size()));
+  header.put(fnv1a(payload.data(), payload.size()));
 
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   {
@@ -161,7 +154,7 @@ Result<std::vector<SavedSequence>> load_kv_file(const std::string& path, const K
                             bytes.size() - kHeaderBytes, payload_bytes));
   }
   const std::span<const uint8_t> payload = std::span<const uint8_t>(bytes).subspan(kHeaderBytes);
-  if (fnv1a64(payload.data(), payload.size()) != checksum) return fail("checksum mismatch");
+  if (fnv1a(payload.data(), payload.size()) != checksum) return fail("checksum mismatch");
 
   Reader r(payload);
   std::string model;
