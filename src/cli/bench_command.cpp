@@ -75,6 +75,10 @@ int bench_command(const Args& argv) {
   app.add_option("--cache-type", cache, "KV cache type: f32, f16, q8_0")->capture_default_str();
   SpecArgs spec;
   add_spec_options(app, &spec);
+  std::string spec_prompt;
+  app.add_option("--spec-prompt", spec_prompt,
+                 "speculation rows: start from this text (tokenized as is, no chat template) instead of a fixed "
+                 "self-repeating token sequence; for trained models, whose drafts agree on real text");
   app.add_option("-o,--output", output, "md, csv or json")
       ->check(CLI::IsMember({"md", "csv", "json"}))
       ->capture_default_str();
@@ -107,8 +111,8 @@ int bench_command(const Args& argv) {
   }
   if (tests.empty()) return fail(invalid_argument("no tests: every -p and -n is 0"));
   if (spec.enabled()) {
-    for (int32_t n : *tg)
-      need = std::max(need, 72 + n + engine::kMaxDraftDepth + 1);  // run_spec_bench's prompt
+    // run_spec_bench's own prompt is 72 tokens; a --spec-prompt longer than that needs -c.
+    for (int32_t n : *tg) need = std::max(need, 72 + n + engine::kMaxDraftDepth + 1);
   }
   auto kv_type = dtype_from_name(cache);
   if (!kv_type) return fail(invalid_argument("unknown --cache-type '{}'", cache));
@@ -190,18 +194,20 @@ int bench_command(const Args& argv) {
     const std::string mode = !spec.draft_model.empty()
                                  ? fmt::format("draft d{}{}", spec.draft_n, spec.adaptive ? " adaptive" : "")
                                  : fmt::format("lookup d{}", spec.lookup_n);
+    const std::vector<int32_t> prompt_ids = e.tokenizer().encode(spec_prompt, /*parse_special=*/true);
     for (int32_t n : *tg) {
       if (n <= 0) continue;
-      auto r = engine::run_spec_bench(e, **drafter, n, spec.options(), reps);
+      auto r = engine::run_spec_bench(e, **drafter, n, spec.options(), reps, prompt_ids);
       if (!r.ok()) return fail(r.status());
       const double speedup = r->speculative.avg_ts() / r->plain.avg_ts();
       if (output == "md") {
         fmt::print("| {} | greedy tg{} | {:.2f} ± {:.2f} |\n", type, n, r->plain.avg_ts(),
                    r->plain.stddev_ts());
         fmt::print(
-            "| {} | greedy tg{} spec {} | {:.2f} ± {:.2f} | {:.2f}x, {:.1f}% accepted, {:.2f} per round |\n",
+            "| {} | greedy tg{} spec {} | {:.2f} ± {:.2f} | {:.2f}x, {:.1f}% accepted, {:.2f} per round; by "
+            "position {} |\n",
             type, n, mode, r->speculative.avg_ts(), r->speculative.stddev_ts(), speedup,
-            100.0 * r->stats.acceptance_rate(), r->stats.mean_accepted());
+            100.0 * r->stats.acceptance_rate(), r->stats.mean_accepted(), r->stats.by_position());
       } else if (output == "csv") {
         fmt::print("\"{}\",spec,\"{}\",{},{:.4f},{:.4f},{:.4f},{:.4f}\n", type, mode, n, r->plain.avg_ts(),
                    r->speculative.avg_ts(), r->stats.acceptance_rate(), r->stats.mean_accepted());
@@ -216,7 +222,9 @@ int bench_command(const Args& argv) {
                         {"spec_avg_ts", r->speculative.avg_ts()},
                         {"speedup", speedup},
                         {"acceptance_rate", r->stats.acceptance_rate()},
-                        {"mean_accepted", r->stats.mean_accepted()}});
+                        {"mean_accepted", r->stats.mean_accepted()},
+                        {"reached_at", r->stats.reached_at},
+                        {"accepted_at", r->stats.accepted_at}});
       }
     }
   }

@@ -99,10 +99,14 @@ Result<BenchResult> run_bench(Engine& engine, const BenchTest& test, int reps) {
 }
 
 Result<SpecBenchResult> run_spec_bench(Engine& target, Drafter& drafter, int32_t n_gen,
-                                       const SpecOptions& spec, int reps) {
-  // A prompt that repeats itself, as in an edit or a summary, so prompt lookup has something to find.
-  std::vector<int32_t> prompt = bench_tokens(24, target.tokenizer().n_vocab(), 5);
-  for (int i = 0; i < 2; ++i) prompt.insert(prompt.end(), prompt.begin(), prompt.begin() + 24);
+                                       const SpecOptions& spec, int reps, std::span<const int32_t> prompt_ids) {
+  // Without a given prompt: one that repeats itself, as in an edit or a summary, so prompt lookup has
+  // something to find.
+  std::vector<int32_t> prompt(prompt_ids.begin(), prompt_ids.end());
+  if (prompt.empty()) {
+    prompt = bench_tokens(24, target.tokenizer().n_vocab(), 5);
+    for (int i = 0; i < 2; ++i) prompt.insert(prompt.end(), prompt.begin(), prompt.begin() + 24);
+  }
   if (static_cast<int32_t>(prompt.size()) + n_gen > target.n_ctx()) {
     return invalid_argument("bench: a {}-token prompt and tg{} do not fit a context of {} (raise --n-ctx)",
                             prompt.size(), n_gen, target.n_ctx());
@@ -127,9 +131,7 @@ Result<SpecBenchResult> run_spec_bench(Engine& target, Drafter& drafter, int32_t
     if (r == 0) continue;
     out.plain.seconds.push_back(plain.timings.generate_ms / 1e3);
     out.speculative.seconds.push_back(fast.timings.generate_ms / 1e3);
-    out.stats.rounds += stats.rounds;
-    out.stats.drafted += stats.drafted;
-    out.stats.accepted += stats.accepted;
+    out.stats.add(stats);
   }
   target.kv().clear();
   return out;

@@ -2,6 +2,7 @@
 // tg<T> (token-by-token generation), optionally after a prefilled depth, with warm-up and repetitions.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,15 +30,16 @@ struct BenchResult {
 // reloaded). Token ids are fixed pseudo-random ids, as llama-bench uses.
 Result<BenchResult> run_bench(Engine& engine, const BenchTest& test, int reps);
 
-// Greedy generation of `n_gen` tokens after a fixed prompt (end of generation forbidden), timed without and
-// with speculation through `drafter`: tg tok/s for both and the speculation stats. Each repetition starts
-// from empty caches.
+// Greedy generation of `n_gen` tokens after a prompt (`prompt_ids`, or a fixed self-repeating one; end of
+// generation forbidden), timed without and with speculation through `drafter`: tg tok/s for both and the
+// speculation stats. Each repetition starts from empty caches.
 struct SpecBenchResult {
   BenchResult plain, speculative;  // test.n_gen set; seconds of generation only (no prompt)
   SpecStats stats;                 // over the timed repetitions
 };
 Result<SpecBenchResult> run_spec_bench(Engine& target, Drafter& drafter, int32_t n_gen,
-                                       const SpecOptions& spec, int reps);
+                                       const SpecOptions& spec, int reps,
+                                       std::span<const int32_t> prompt_ids = {});
 
 // The cost C(nt) of one verify step: nt tokens of one sequence, every row's logits wanted, at a fixed KV
 // depth (what a speculative round with nt - 1 drafted tokens costs the target).

@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "engine/depth_planner.h"
 #include "tokenizer/stream_decoder.h"
@@ -18,9 +23,42 @@ double ms_since(Clock::time_point t0) {
 
 }  // namespace
 
+void SpecStats::record(int32_t k, int32_t n_accepted) {
+  ++rounds;
+  drafted += k;
+  accepted += n_accepted;
+  for (int32_t i = 0; i < std::min(k, kMaxDraftDepth); ++i) {
+    if (i > n_accepted) break;  // an earlier token was refused: this one was never judged
+    ++reached_at[static_cast<size_t>(i)];
+    if (i < n_accepted) ++accepted_at[static_cast<size_t>(i)];
+  }
+}
+
+void SpecStats::add(const SpecStats& other) {
+  rounds += other.rounds;
+  drafted += other.drafted;
+  accepted += other.accepted;
+  for (size_t i = 0; i < reached_at.size(); ++i) {
+    reached_at[i] += other.reached_at[i];
+    accepted_at[i] += other.accepted_at[i];
+  }
+}
+
+std::string SpecStats::by_position() const {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < reached_at.size() && reached_at[i] > 0; ++i) {
+    parts.push_back(fmt::format("{}: {:.0f}% ({})", i + 1,
+                                100.0 * static_cast<double>(accepted_at[i]) / static_cast<double>(reached_at[i]),
+                                reached_at[i]));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
 std::string SpecStats::summary() const {
-  return fmt::format("speculative: {} rounds, {} drafted, {} accepted ({:.1f}%), {:.2f} accepted per round",
-                     rounds, drafted, accepted, 100.0 * acceptance_rate(), mean_accepted());
+  std::string out = fmt::format("speculative: {} rounds, {} drafted, {} accepted ({:.1f}%), {:.2f} accepted per round",
+                                rounds, drafted, accepted, 100.0 * acceptance_rate(), mean_accepted());
+  if (rounds > 0) out += "; by position " + by_position();
+  return out;
 }
 
 Status check_same_vocabulary(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft) {
@@ -263,9 +301,7 @@ Result<GenerateResult> generate_speculative(Engine& target, Drafter& drafter,
     }
     // Rows past the accepted tokens leave the cache.
     target.kv().seq_rm(options.seq, static_cast<int32_t>(history.size()), -1);
-    ++st.rounds;
-    st.drafted += k;
-    st.accepted += n_accepted;
+    st.record(k, n_accepted);
     planner.record(k, n_accepted, draft_ms, verify_ms);
   }
   if (result.stop_reason != "stop") emit(release_held_text(detok, stops));

@@ -8,6 +8,7 @@
 //   auto result = generate_speculative(target, **drafter, prompt_ids, options, {.draft_n = 4}, &stats);
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -30,6 +31,15 @@ struct SpecStats {
   int64_t rounds = 0;
   int64_t drafted = 0;
   int64_t accepted = 0;
+  // Per draft position i (0-based): rounds that reached it (drafted more than i tokens and accepted the i
+  // before it) and rounds that accepted it, so accepted_at[i] / reached_at[i] is the acceptance of the
+  // (i+1)-th drafted token given the ones before it were taken.
+  std::array<int64_t, kMaxDraftDepth> reached_at{};
+  std::array<int64_t, kMaxDraftDepth> accepted_at{};
+
+  // One round: `k` tokens drafted, the first `n_accepted` of them accepted.
+  void record(int32_t k, int32_t n_accepted);
+  void add(const SpecStats& other);
   double acceptance_rate() const {
     return drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
   }
@@ -38,6 +48,8 @@ struct SpecStats {
     return rounds > 0 ? static_cast<double>(accepted) / static_cast<double>(rounds) : 0.0;
   }
   std::string summary() const;
+  // "1: 93% (120), 2: 85% (112), ..." for every position some round reached.
+  std::string by_position() const;
 };
 
 // Proposals: tokens and, for each, the distribution it was drawn from (empty: a deterministic proposal).

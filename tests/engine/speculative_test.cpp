@@ -98,6 +98,33 @@ TEST(Speculative, GreedyOutputEqualsPlainDecodingForEveryDrafter) {
   }
 }
 
+// Acceptance by draft position counts a position only in rounds that reached it (every earlier drafted
+// token accepted), so position i's rate is conditional on the ones before it.
+TEST(Speculative, StatsCountAcceptanceByDraftPosition) {
+  SpecStats st;
+  st.record(4, 4);  // all four accepted
+  st.record(4, 1);  // first accepted, second refused: positions 3 and 4 never judged
+  st.record(2, 0);  // first refused
+  EXPECT_EQ(st.rounds, 3);
+  EXPECT_EQ(st.drafted, 10);
+  EXPECT_EQ(st.accepted, 5);
+  EXPECT_EQ(st.reached_at[0], 3);
+  EXPECT_EQ(st.accepted_at[0], 2);
+  EXPECT_EQ(st.reached_at[1], 2);
+  EXPECT_EQ(st.accepted_at[1], 1);
+  EXPECT_EQ(st.reached_at[2], 1);
+  EXPECT_EQ(st.accepted_at[2], 1);
+  EXPECT_EQ(st.reached_at[3], 1);
+  EXPECT_EQ(st.reached_at[4], 0);
+  EXPECT_EQ(st.by_position(), "1: 67% (3), 2: 50% (2), 3: 100% (1), 4: 100% (1)");
+  SpecStats sum;
+  sum.add(st);
+  sum.add(st);
+  EXPECT_EQ(sum.reached_at[0], 6);
+  EXPECT_EQ(sum.accepted, 10);
+  EXPECT_NE(sum.summary().find("by position 1: 67% (6)"), std::string::npos) << sum.summary();
+}
+
 // Wraps a drafter and checks, at the start of every round, that the target's cache holds exactly the
 // accepted history (every token but the last, which the round evaluates) and nothing else.
 class CacheCheckingDrafter : public Drafter {
