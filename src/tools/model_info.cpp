@@ -100,11 +100,15 @@ std::string value_text(const gguf::Value& v, size_t preview) {
   return fmt::format("{} {}", out, fmt::join(parts, ", "));
 }
 
-// Architecture hyperparameters under `<arch>.` that inference reads.
+// Architecture hyperparameters under `<arch>.` that inference reads (each shown when the file has it):
+// the dense shape, then the mixture-of-experts settings, then RoPE scaling and attention windows.
 constexpr std::string_view kHparamKeys[] = {
     "context_length",        "embedding_length",      "block_count",       "feed_forward_length",
     "attention.head_count",  "attention.head_count_kv", "attention.key_length", "attention.value_length",
     "rope.freq_base",        "attention.layer_norm_rms_epsilon",
+    "expert_count",          "expert_used_count",     "expert_feed_forward_length", "expert_shared_count",
+    "expert_weights_norm",   "rope.scaling.type",     "rope.scaling.factor",
+    "rope.scaling.original_context_length", "attention.sliding_window", "final_logit_softcapping",
 };
 
 }  // namespace
