@@ -3,15 +3,18 @@
 # minfer at its best level and at MINFER_CPU_ISA=avx2, against the peer's best backend and, where the
 # CPU has them, its one-backend `icelake` (AVX-512 VNNI, no AMX) and `haswell` (AVX2) homes.
 # Prints per round pp/tg tok/s and the ratios the done-when of issue 18 asks for, with the CPU name.
-# Usage: scripts/bench_vs_peer.sh [--big] [--rounds N] [--threads N] [--pp N] [--tg N] [--minfer BIN]
-#   --big: also the Qwen2.5-7B-shaped Q4_K_M (scripts/make_bench_models.sh --big), pp256/tg32.
+# Usage: scripts/bench_vs_peer.sh [--big] [--only "M ..."] [--rounds N] [--threads N] [--pp N] [--tg N] [--minfer BIN]
+#   --big: also the 7B/8B/30B-A3B Q4_K_M files (scripts/make_bench_models.sh --big): pp256/tg32 for the
+#   7B, pp512/tg32 for the 8B and the 30B-A3B (issue 24's targets).
+#   --only: just these models (names of models/bench/*.gguf without .gguf).
 # Needs models/bench/ (scripts/make_bench_models.sh) and node; installs missing peer homes (npm, once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=2 threads=2 pp=512 tg=128 big=0 minfer=build/release/src/cli/minfer
+rounds=2 threads=2 pp=512 tg=128 big=0 only="" minfer=build/release/src/cli/minfer
 while [ $# -gt 0 ]; do
   case "$1" in
     --big) big=1 ;;
+    --only) only="$2"; shift ;;
     --rounds) rounds="$2"; shift ;;
     --threads) threads="$2"; shift ;;
     --pp) pp="$2"; shift ;;
@@ -52,7 +55,8 @@ minfers=("minfer-$best_isa=")
 [ "$best_isa" != "avx2" ] && minfers+=("minfer-avx2=avx2")
 
 models=(qwen2.5-0.5b-q4_0 qwen2.5-0.5b-q8_0 qwen2.5-0.5b-q4_k_m qwen3-0.6b-q8_0)
-[ "$big" = 1 ] && models+=(qwen2.5-7b-q4_k_m)
+[ "$big" = 1 ] && models+=(qwen2.5-7b-q4_k_m llama-3.1-8b-q4_k_m qwen3-30b-a3b-q4_k_m)
+[ -n "$only" ] && read -r -a models <<<"$only"
 
 # avg_ts of the pp and tg rows of a llama-bench-like JSON array, as "pp tg".
 ts_of() { node -e '
@@ -70,6 +74,7 @@ for ((round = 1; round <= rounds; ++round)); do
     [ -f "$f" ] || { echo "bench_vs_peer: $f missing (scripts/make_bench_models.sh)" >&2; exit 1; }
     p=$pp t=$tg
     [ "$m" = qwen2.5-7b-q4_k_m ] && p=256 t=32
+    [ "$m" = llama-3.1-8b-q4_k_m ] || [ "$m" = qwen3-30b-a3b-q4_k_m ] && t=32
     for e in "${minfers[@]}"; do
       name="${e%%=*}" isa="${e#*=}"
       r="$(MINFER_CPU_ISA="$isa" "$minfer" bench "$f" -p "$p" -n "$t" -r 1 -t "$threads" -o json 2>/dev/null | ts_of)"

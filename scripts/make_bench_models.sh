@@ -3,7 +3,9 @@
 # models/bench/: Qwen2.5-0.5B- and Qwen3-0.6B-shaped, in F16, Q8_0, Q4_0 and Q4_K_M (~3.3 GB in all).
 # llama.cpp loads the same files, so `minfer bench` and the peer can be run side by side.
 # Usage: scripts/make_bench_models.sh [--big] [out_dir]   (tests never need these files)
-#   --big: also a Qwen2.5-7B-shaped Q4_K_M (~4.4 GB, written directly, no f16 intermediate).
+#   --big: also Q4_K_M files written directly (no f16 intermediate): a Qwen2.5-7B shape (~4.4 GB), a
+#   Llama-3.1-8B shape with the Llama 3 vocabulary (~4.6 GB) and a Qwen3-30B-A3B shape (~17 GB; 128 experts,
+#   8 per token). MINFER_BENCH_BIG="qwen2.5-7b llama-3.1-8b" picks some of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 big=0
@@ -28,8 +30,14 @@ for spec in "qwen2.5-0.5b:qwen2" "qwen3-0.6b:qwen3"; do
   done
 done
 if [ "$big" = 1 ]; then
-  dst="$out/qwen2.5-7b-q4_k_m.gguf"
-  [ -f "$dst" ] || "$MINFER" make-model "$dst" --preset qwen2.5-7b --type q4_K_M --seed 1 \
-    --vocab "$vocab_dir/qwen2-vocab.gguf"
-  echo "wrote $dst"
+  declare -A big_vocab=([qwen2.5-7b]="$vocab_dir/qwen2-vocab.gguf"
+                        [llama-3.1-8b]="tests/tokenizer/vocab/llama3-vocab.gguf"
+                        [qwen3-30b-a3b]="$vocab_dir/qwen3-vocab.gguf")
+  for preset in ${MINFER_BENCH_BIG:-qwen2.5-7b llama-3.1-8b qwen3-30b-a3b}; do
+    [ -n "${big_vocab[$preset]:-}" ] || { echo "make_bench_models: unknown big preset $preset" >&2; exit 2; }
+    dst="$out/$preset-q4_k_m.gguf"
+    [ -f "$dst" ] || "$MINFER" make-model "$dst" --preset "$preset" --type q4_K_M --seed 1 \
+      --vocab "${big_vocab[$preset]}"
+    echo "wrote $dst"
+  done
 fi

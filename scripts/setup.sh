@@ -1,28 +1,34 @@
 #!/usr/bin/env bash
-# Installs everything minfer needs to build and test, from Debian packages only. Idempotent: when every
-# package is already installed it does nothing (no apt-get update, no network).
+# Installs everything minfer needs, from Debian packages only. Idempotent: when every package is already
+# installed it does nothing (no apt-get update, no network).
+#   scripts/setup.sh         what the test command needs (README command 2): build, run and every test tier
+#   scripts/setup.sh --run   only what building and running needs (README command 1, scripts/demo.sh)
 set -euo pipefail
 
+# Building and running: the compiler, the libraries minfer links, GoogleTest/Benchmark (the release preset
+# builds the tests beside the binary), and the Vulkan headers + GLSL compiler so a GPU is used when present.
 PACKAGES=(
   cmake ninja-build g++ pkg-config git
   libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libutf8proc-dev
   googletest libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev clang-format
   libssl-dev libcurl4-openssl-dev
   libedit-dev
   ccache
+  libvulkan-dev glslc
 )
-# The Vulkan backend: headers and the GLSL compiler to build it, Mesa's lavapipe (a Vulkan device that runs
-# on the CPU) so its tests execute every shader, and vulkaninfo for diagnosis.
-PACKAGES+=(libvulkan-dev glslc mesa-vulkan-drivers vulkan-tools)
-# The visualizer's browser test (headless, through puppeteer-core) and the dump files' numpy check.
-PACKAGES+=(chromium python3-numpy)
-# The `neon` tier (scripts/tiers.sh): Debian's aarch64 cross compiler, qemu-user to run its binaries, and
-# the arm64 builds of the libraries the kernel / engine tests link (multiarch: needs the arm64 arch).
-PACKAGES+=(
-  g++-aarch64-linux-gnu qemu-user
-  libgtest-dev:arm64 libgmock-dev:arm64 libfmt-dev:arm64 libutf8proc-dev:arm64 libssl-dev:arm64
-)
+if [ "${1:-}" != "--run" ]; then
+  # Testing: clang for the fuzz targets and clang-format; Mesa's lavapipe (a Vulkan device that runs on
+  # the CPU) so the Vulkan tests execute every shader, and vulkaninfo for diagnosis.
+  PACKAGES+=(clang libclang-rt-14-dev clang-format mesa-vulkan-drivers vulkan-tools)
+  # The visualizer's browser test (headless, through puppeteer-core) and the dump files' numpy check.
+  PACKAGES+=(chromium python3-numpy)
+  # The `neon` tier (scripts/tiers.sh): Debian's aarch64 cross compiler, qemu-user to run its binaries,
+  # and the arm64 builds of the libraries the kernel / engine tests link (multiarch: needs the arm64 arch).
+  PACKAGES+=(
+    g++-aarch64-linux-gnu qemu-user
+    libgtest-dev:arm64 libgmock-dev:arm64 libfmt-dev:arm64 libutf8proc-dev:arm64 libssl-dev:arm64
+  )
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The quality table of docs/QUALITY.md: the trained target in F16 and six quantizations, on the held-out
+text (models/trained/heldout.txt), n_ctx 512, all chunks.
+
+For each type: `minfer quantize` from the F16 file, `minfer perplexity` (PPL; the F16 run writes the KLD base
+file, the others report mean KLD and top-1 agreement against it), and llama.cpp's PPL computed from the
+peer's per-token log-softmax with llama-perplexity's definitions (tests/parity/perplexity/make_refs.py).
+
+    python3 scripts/train/quality.py build/release/src/cli/minfer ../shared/peer/llamacpp-peer.mjs [WORK_DIR]
+Prints the Markdown table rows and writes WORK_DIR/quality.json.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "parity", "perplexity"))
+import make_refs  # noqa: E402  (peer helpers and llama-perplexity's formulas)
+
+TYPES = ["f16", "q8_0", "q6_K", "q5_K_M", "q4_K_M", "q4_0", "q4_1"]
+N_CTX = 512
+
+
+def minfer_tokens(minfer, model, text_path):
+    """The held-out text's ids as minfer tokenizes it (no special-token parsing, as llama-perplexity). The
+    text (310 kB) is longer than one command-line argument may be, so the peer cannot be given it whole;
+    main() checks that the peer tokenizes a 100 kB prefix identically."""
+    with open(text_path, encoding="utf-8") as f:
+        out = subprocess.run([minfer, "tokenize", "--ids", "--no-special", model, "-"], stdin=f, check=True,
+                             capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def check_tokenizer_prefix(minfer, peer, model, text, work):
+    prefix = text[:100000]
+    path = os.path.join(work, "prefix.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(prefix)
+    if minfer_tokens(minfer, model, path) != make_refs.peer_tokenize(peer, model, prefix):
+        sys.exit("quality: minfer and llama.cpp tokenize the held-out text differently")
+    print("tokenizer: minfer and llama.cpp agree on the held-out text's first 100,000 characters", flush=True)
+
+
+def main():
+    minfer, peer = sys.argv[1], sys.argv[2]
+    work = sys.argv[3] if len(sys.argv) > 3 else "build/quality"
+    os.makedirs(work, exist_ok=True)
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    f16 = os.path.join(root, "models", "trained", "tinyqwen3-8m-f16.gguf")
+    text_path = os.path.join(root, "models", "trained", "heldout.txt")
+    text = open(text_path, encoding="utf-8").read()
+    base = os.path.join(work, "f16.kld")
+    check_tokenizer_prefix(minfer, peer, f16, text, work)
+    rows = []
+    for t in TYPES:
+        model = f16 if t == "f16" else os.path.join(work, f"tinyqwen3-8m-{t}.gguf")
+        if t != "f16":
+            subprocess.run([minfer, "quantize", f16, model, "--type", t], check=True, capture_output=True)
+        args = [minfer, "perplexity", model, "-f", text_path, "-c", str(N_CTX), "-t", "2", "-o", "json",
+                "--kl-divergence-base", base]
+        if t != "f16":
+            args.append("--kl-divergence")
+        got = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+        t0 = time.time()
+        tokens = minfer_tokens(minfer, model, text_path)
+        n_chunk = len(tokens) // N_CTX
+        nll = []
+        for c in range(n_chunk):
+            chunk = tokens[c * N_CTX:(c + 1) * N_CTX]
+            lsm = make_refs.peer_logsoftmax(peer, model, chunk, work)
+            nll += [-lsm[j][chunk[j + 1]] for j in range(N_CTX // 2, N_CTX - 1)]
+        peer_ppl, peer_unc = make_refs.ppl_estimate(nll)
+        row = {"type": t, "size_mb": os.path.getsize(model) / 1e6, "peer_ppl": peer_ppl, "peer_unc": peer_unc,
+               "peer_seconds": time.time() - t0}
+        if t == "f16":
+            row.update(ppl=got["ppl"], ppl_unc=got["ppl_uncertainty"], n_chunk=got["n_chunk"])
+        else:
+            st = got["statistics"]
+            row.update(ppl=st["ppl"]["value"], ppl_unc=st["ppl"]["uncertainty"], kld=st["kld"]["mean"],
+                       kld_unc=st["kld"]["uncertainty"], same_top=st["same_top_p"]["value"])
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    json.dump(rows, open(os.path.join(work, "quality.json"), "w"), indent=1)
+    print("| type | file MB | PPL minfer | PPL llama.cpp | mean KLD vs F16 | same top-1 |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        kld = f"{r['kld']:.5f} ± {r['kld_unc']:.5f}" if "kld" in r else "(base)"
+        same = f"{100 * r['same_top']:.2f} %" if "same_top" in r else "(base)"
+        print(f"| {r['type']} | {r['size_mb']:.1f} | {r['ppl']:.3f} ± {r['ppl_unc']:.3f} | "
+              f"{r['peer_ppl']:.3f} ± {r['peer_unc']:.3f} | {kld} | {same} |")
+
+
+if __name__ == "__main__":
+    main()
