@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,6 +25,16 @@ namespace minfer::backend {
 // create_backend refuses it; `device` >= 0 then needs a device backend among them.
 Result<std::vector<std::unique_ptr<Backend>>> create_backends(const std::vector<std::string>& names = {},
                                                               int device = -1);
+// Test hook (tests only): create_backends() calls `hook` with each device backend it makes, before the
+// engine registers any weight there, so an engine-level test can arm a device fault for the load
+// (vk::Device::inject_fault) or keep the backend to arm one mid-generation. An empty function removes it.
+// Set and cleared by the test's own thread around Engine::load.
+//
+// The binary's counterpart, for tests that run `minfer`: MINFER_TEST_VULKAN_FAULT=oom|lost|submit[:N]
+// arms each Vulkan backend create_backend() makes with that fault at its N-th allocation or submit
+// (vk::parse_fault), and says so on stderr. It is a test hook, documented as one in docs/BACKENDS.md.
+void set_device_backend_hook_for_testing(std::function<void(Backend&)> hook);
+
 // Names of the backends compiled into this build ("CPU", "Vulkan").
 std::vector<std::string> compiled_backends();
 
