@@ -14,6 +14,7 @@
 #include "core/log.h"
 #ifdef MINFER_HAS_VULKAN
 #include "backend/vulkan/device.h"
+#include "backend/vulkan/memory.h"
 #include "backend/vulkan/vulkan_backend.h"
 #endif
 
@@ -150,6 +151,16 @@ std::vector<std::string> compiled_backends() {
 
 std::vector<BackendListing> list_backends() {
   return {list_cpu(), list_vulkan()};
+}
+
+Result<CopyBandwidth> measure_copy_bandwidth(int device, size_t bytes, int reps) {
+#ifdef MINFER_HAS_VULKAN
+  MINFER_ASSIGN_OR_RETURN(auto dev, vk::Device::open(device));
+  return vk::measure_copy_bandwidth(*dev, bytes, reps);
+#else
+  (void)device, (void)bytes, (void)reps;
+  return unsupported("copy bandwidth: this build has no Vulkan backend");
+#endif
 }
 
 Result<std::unique_ptr<Backend>> create_backend(std::string_view name, int device) {

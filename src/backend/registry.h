@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/copy_bandwidth.h"
 
 namespace minfer::backend {
 
@@ -62,6 +63,10 @@ struct BackendListing {
 // Every backend minfer knows, compiled in or not, with its devices. Probes once (the Vulkan loader is
 // opened at the first call); when Vulkan is compiled in but unusable, logs once that it runs on the CPU.
 std::vector<BackendListing> list_backends();
+
+// Copy bandwidth of Vulkan device `device` (see vk::measure_copy_bandwidth): `bytes` per copy, best of
+// `reps`. kUnsupported in a build without Vulkan; the device's own error otherwise.
+Result<CopyBandwidth> measure_copy_bandwidth(int device, size_t bytes, int reps);
 
 // The backend `name` (case-insensitive: "cpu", "vulkan") on device `device` (-1: its first usable device,
 // preferring one used by default). Three distinct refusals, each naming what was refused: an unknown
