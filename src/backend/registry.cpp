@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -12,6 +14,7 @@
 #include "core/log.h"
 #ifdef MINFER_HAS_VULKAN
 #include "backend/vulkan/device.h"
+#include "backend/vulkan/memory.h"
 #include "backend/vulkan/vulkan_backend.h"
 #endif
 
@@ -23,6 +26,12 @@ std::string lower(std::string_view s) {
   std::transform(out.begin(), out.end(), out.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
+}
+
+std::mutex hook_mu;
+std::function<void(Backend&)>& device_hook() {
+  static std::function<void(Backend&)> hook;
+  return hook;
 }
 
 BackendListing list_cpu() {
@@ -117,8 +126,19 @@ Result<std::vector<std::unique_ptr<Backend>>> create_backends(const std::vector<
     }
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->priority() > b->priority(); });
+  {
+    std::lock_guard<std::mutex> lock(hook_mu);
+    if (device_hook()) {
+      for (auto& b : out) device_hook()(*b);
+    }
+  }
   out.push_back(std::make_unique<CpuBackend>());
   return out;
+}
+
+void set_device_backend_hook_for_testing(std::function<void(Backend&)> hook) {
+  std::lock_guard<std::mutex> lock(hook_mu);
+  device_hook() = std::move(hook);
 }
 
 std::vector<std::string> compiled_backends() {
@@ -131,6 +151,16 @@ std::vector<std::string> compiled_backends() {
 
 std::vector<BackendListing> list_backends() {
   return {list_cpu(), list_vulkan()};
+}
+
+Result<CopyBandwidth> measure_copy_bandwidth(int device, size_t bytes, int reps) {
+#ifdef MINFER_HAS_VULKAN
+  MINFER_ASSIGN_OR_RETURN(auto dev, vk::Device::open(device));
+  return vk::measure_copy_bandwidth(*dev, bytes, reps);
+#else
+  (void)device, (void)bytes, (void)reps;
+  return unsupported("copy bandwidth: this build has no Vulkan backend");
+#endif
 }
 
 Result<std::unique_ptr<Backend>> create_backend(std::string_view name, int device) {
@@ -156,9 +186,15 @@ Result<std::unique_ptr<Backend>> create_backend(std::string_view name, int devic
       if (device < 0 && d.usable) device = d.index;
     }
   }
-  auto vk = VulkanBackend::create(device);
-  if (!vk.ok()) return vk.status();
-  return std::unique_ptr<Backend>(std::move(*vk));
+  auto made = VulkanBackend::create(device);
+  if (!made.ok()) return made.status();
+  if (const char* f = std::getenv("MINFER_TEST_VULKAN_FAULT"); f != nullptr && *f != '\0') {
+    auto spec = vk::parse_fault(f);
+    if (!spec.ok()) return spec.status().with_context("MINFER_TEST_VULKAN_FAULT: ");
+    (*made)->device().inject_fault(spec->fault, spec->nth);
+    MINFER_LOG_WARN("test hook MINFER_TEST_VULKAN_FAULT={} armed on {}", f, (*made)->device_name());
+  }
+  return std::unique_ptr<Backend>(std::move(*made));
 #else
   return unsupported("backend '{}' is not in this build", name);
 #endif

@@ -8,12 +8,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/copy_bandwidth.h"
 
 namespace minfer::backend {
 
@@ -24,6 +26,16 @@ namespace minfer::backend {
 // create_backend refuses it; `device` >= 0 then needs a device backend among them.
 Result<std::vector<std::unique_ptr<Backend>>> create_backends(const std::vector<std::string>& names = {},
                                                               int device = -1);
+// Test hook (tests only): create_backends() calls `hook` with each device backend it makes, before the
+// engine registers any weight there, so an engine-level test can arm a device fault for the load
+// (vk::Device::inject_fault) or keep the backend to arm one mid-generation. An empty function removes it.
+// Set and cleared by the test's own thread around Engine::load.
+//
+// The binary's counterpart, for tests that run `minfer`: MINFER_TEST_VULKAN_FAULT=oom|lost|submit[:N]
+// arms each Vulkan backend create_backend() makes with that fault at its N-th allocation or submit
+// (vk::parse_fault), and says so on stderr. It is a test hook, documented as one in docs/BACKENDS.md.
+void set_device_backend_hook_for_testing(std::function<void(Backend&)> hook);
+
 // Names of the backends compiled into this build ("CPU", "Vulkan").
 std::vector<std::string> compiled_backends();
 
@@ -51,6 +63,10 @@ struct BackendListing {
 // Every backend minfer knows, compiled in or not, with its devices. Probes once (the Vulkan loader is
 // opened at the first call); when Vulkan is compiled in but unusable, logs once that it runs on the CPU.
 std::vector<BackendListing> list_backends();
+
+// Copy bandwidth of Vulkan device `device` (see vk::measure_copy_bandwidth): `bytes` per copy, best of
+// `reps`. kUnsupported in a build without Vulkan; the device's own error otherwise.
+Result<CopyBandwidth> measure_copy_bandwidth(int device, size_t bytes, int reps);
 
 // The backend `name` (case-insensitive: "cpu", "vulkan") on device `device` (-1: its first usable device,
 // preferring one used by default). Three distinct refusals, each naming what was refused: an unknown

@@ -358,6 +358,18 @@ Result<Plan*> Scheduler::plan(const GraphParams& params, const Builder& build) {
   return raw;
 }
 
+namespace {
+
+// "split 3 of 7 (nodes 40 'blk.1.attn_norm' .. 71 'blk.1.ffn_out'): ", so a device error names where it struck.
+std::string split_context(const Plan& plan, size_t index) {
+  const Split& split = plan.splits[index];
+  const graph::NodeId first = plan.order[split.begin], last = plan.order[split.end - 1];
+  return fmt::format("split {} of {} (nodes {} '{}' .. {} '{}'): ", index + 1, plan.splits.size(), first,
+                     plan.graph.node(first).name, last, plan.graph.node(last).name);
+}
+
+}  // namespace
+
 Status Scheduler::execute(Plan& plan, const backend::BatchView& batch, std::span<const backend::KvLayerView> kv) {
   const Graph& g = plan.graph;
   if (static_cast<int64_t>(batch.tokens.size()) != plan.params.n_tokens ||
@@ -381,25 +393,25 @@ Status Scheduler::execute(Plan& plan, const backend::BatchView& batch, std::span
   ctx.kv = kv;
   ctx.pool = pool_;
   if (!observers_.empty()) return execute_observed(plan, ctx);
-  for (const Split& split : plan.splits) {
+  for (size_t si = 0; si < plan.splits.size(); ++si) {
+    const Split& split = plan.splits[si];
     backend::Backend& b = *backends_[static_cast<size_t>(split.backend)];
-    MINFER_RETURN_IF_ERROR(stage_inputs(plan, split));
+    if (Status st = stage_inputs(plan, split); !st.ok()) return st.with_context(split_context(plan, si));
     const std::span<void* const> data = split_data(plan, split);
     for (size_t k = split.begin; k < split.end; ++k) {
       const graph::NodeId id = plan.order[k];
       const auto t0 = op_timing_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
       Status st = b.execute(g, id, data, ctx);
-      if (!st.ok()) return st.with_context(fmt::format("{}: ", b.name()));
+      if (!st.ok()) return st.with_context(fmt::format("{}: {}", b.name(), split_context(plan, si)));
       if (op_timing_) {
         OpTime& t = op_times_[std::string(graph::op_name(g.node(id).op))];
         t.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ++t.calls;
       }
     }
-    if (Status st = b.synchronize(); !st.ok()) {
-      return st.with_context(fmt::format("{}: split of nodes {}..{}: ", b.name(), plan.order[split.begin],
-                                         plan.order[split.end - 1]));
-    }
+    // A failed submit or a lost device: the whole split's recorded work, no single node, is what failed.
+    if (Status st = b.synchronize(); !st.ok())
+      return st.with_context(fmt::format("{}: {}", b.name(), split_context(plan, si)));
   }
   return download_outputs(plan);
 }
@@ -415,13 +427,14 @@ Status Scheduler::execute_observed(Plan& plan, const backend::ExecContext& ctx) 
         .count();
   };
   for (NodeObserver* o : observers_) o->begin_step(plan);
-  for (const Split& split : plan.splits) {
+  for (size_t si = 0; si < plan.splits.size(); ++si) {
+    const Split& split = plan.splits[si];
     backend::Backend& b = *backends_[static_cast<size_t>(split.backend)];
     const backend::Buffer* arena = plan.arenas[static_cast<size_t>(split.backend)].get();
     const bool host = arena == nullptr || arena->host_visible();
     if (Status st = stage_inputs(plan, split); !st.ok()) {
       for (NodeObserver* o : observers_) o->end_step(plan, false);
-      return st;
+      return st.with_context(split_context(plan, si));
     }
     const std::span<void* const> data = split_data(plan, split);
     for (size_t k = split.begin; k < split.end; ++k) {
@@ -435,7 +448,7 @@ Status Scheduler::execute_observed(Plan& plan, const backend::ExecContext& ctx) 
       ev.t_end_ns = now_ns();
       if (!st.ok()) {
         for (NodeObserver* o : observers_) o->end_step(plan, false);
-        return st.with_context(fmt::format("{}: ", b.name()));
+        return st.with_context(fmt::format("{}: {}", b.name(), split_context(plan, si)));
       }
       if (op_timing_) {
         OpTime& t = op_times_[std::string(graph::op_name(n.op))];

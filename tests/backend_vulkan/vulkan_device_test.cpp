@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <regex>
 
 #include "backend/registry.h"
 #include "backend_vulkan/vulkan_harness.h"
@@ -223,6 +224,30 @@ TEST(VulkanDevice, DevicesCommandListsBackends) {
       }
     }
   }
+}
+
+// --bandwidth measures each usable device's copies (kept small here: 4 MiB, lavapipe is the host's memcpy)
+// and prints one line per device with the three figures; the JSON carries them in bytes per second.
+TEST(VulkanDevice, DevicesBandwidthMeasuresEachUsableDevice) {
+  MINFER_VK_OR_SKIP(vk);
+  const int index = vk->device_info().index;
+  int status = -1;
+  std::string out = run_binary(MINFER_BINARY " devices --bandwidth --bandwidth-mib 4 --gpu " +
+                                   std::to_string(index) + " 2>&1",
+                               &status);
+  ASSERT_EQ(status, 0) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("bandwidth: Vulkan [0-9]+ \\(.*\\): host->device ([0-9.]+) GB/s, "
+                                                   "device->host ([0-9.]+) GB/s, device->device ([0-9.]+) GB/s "
+                                                   "\\(copies of 4 MiB, best of 5\\)")))
+      << out;
+  for (int i = 1; i <= 3; ++i) EXPECT_GT(std::stod(m[i].str()), 0.0) << out;
+  out = run_binary(MINFER_BINARY " devices --json --bandwidth --bandwidth-mib 4 --gpu " + std::to_string(index), &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("\"device_to_device_bytes_per_s\""), std::string::npos) << out;
+  out = run_binary(MINFER_BINARY " devices --bandwidth --gpu 99 2>&1", &status);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("--bandwidth: no usable Vulkan device 99"), std::string::npos) << out;
 }
 #endif
 

@@ -67,6 +67,7 @@ struct TestServerOptions {
   std::string model_path;                         // when set: this GGUF instead of tiny_model()
   bool embeddings = false;                        // serve /v1/embeddings (server/embeddings.h)
   std::optional<engine::Pooling> pooling;         // --pooling; nullopt: the GGUF's
+  engine::OffloadOptions offload;                 // --backend / --gpu / --gpu-layers (default: the CPU's)
 };
 
 class TestServer {
@@ -77,6 +78,7 @@ class TestServer {
     engine::EngineOptions eo;
     eo.n_ctx = o.n_ctx;
     eo.n_threads = 1;
+    eo.offload = o.offload;
     auto e = engine::Engine::load(path, eo);
     EXPECT_TRUE(e.ok()) << e.status().message();
     if (!e.ok()) return;

@@ -4,6 +4,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 
@@ -388,10 +390,47 @@ uint32_t Device::memory_type(VkMemoryPropertyFlags required, VkMemoryPropertyFla
   return fallback;
 }
 
+Result<FaultSpec> parse_fault(std::string_view text) {
+  const size_t colon = text.find(':');
+  const std::string_view kind = text.substr(0, colon);
+  FaultSpec spec;
+  if (kind == "oom") {
+    spec.fault = Fault::kOutOfDeviceMemory;
+  } else if (kind == "lost") {
+    spec.fault = Fault::kDeviceLost;
+  } else if (kind == "submit") {
+    spec.fault = Fault::kSubmitFailed;
+  } else {
+    return invalid_argument("vulkan fault '{}': expected oom, lost or submit, optionally :N", text);
+  }
+  if (colon != std::string_view::npos) {
+    const std::string_view n = text.substr(colon + 1);
+    const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), spec.nth);
+    if (n.empty() || ec != std::errc() || end != n.data() + n.size() || spec.nth == 0)
+      return invalid_argument("vulkan fault '{}': N must be a count >= 1", text);
+  }
+  return spec;
+}
+
+void Device::inject_fault(Fault fault, uint32_t nth) {
+  fault_.store(fault == Fault::kNone ? 0 : (uint64_t{std::max<uint32_t>(nth, 1)} << 8) | static_cast<uint64_t>(fault));
+}
+
 Fault Device::take_fault(Fault kind) {
-  if (fault_ != kind) return Fault::kNone;
-  fault_ = Fault::kNone;
-  return kind;
+  uint64_t cur = fault_.load();
+  for (;;) {
+    if (cur == 0 || static_cast<Fault>(cur & 0xff) != kind) return Fault::kNone;
+    const uint64_t left = (cur >> 8) - 1;
+    const uint64_t next = left == 0 ? 0 : (left << 8) | (cur & 0xff);
+    if (fault_.compare_exchange_weak(cur, next)) return left == 0 ? kind : Fault::kNone;
+  }
+}
+
+void Device::mark_lost(std::string_view call, VkResult r) {
+  lost_ = unavailable(
+      "vulkan: device {} is lost ({} on {}); every later step on it fails: restart minfer, or run without "
+      "--backend vulkan / with --gpu-layers 0",
+      info_.name, result_name(r), call);
 }
 
 Result<VkCommandBuffer> Device::command_buffer() {
@@ -468,19 +507,20 @@ Status Device::submit_and_wait() {
   if (r != VK_SUCCESS) {
     api.vkResetFences(device_, 1, &fence_);
     reset_after_submit();
-    if (r == VK_ERROR_DEVICE_LOST) lost_ = check_vk(r, fmt::format("vkQueueSubmit on {}", info_.name));
+    if (r == VK_ERROR_DEVICE_LOST) {
+      mark_lost("vkQueueSubmit", r);
+      return lost_;
+    }
     return check_vk(r, fmt::format("vkQueueSubmit on {}", info_.name));
   }
   r = api.vkWaitForFences(device_, 1, &fence_, VK_TRUE, timeout_ms_ * 1000000ull);
   if (take_fault(Fault::kDeviceLost) != Fault::kNone) r = VK_ERROR_DEVICE_LOST;
   if (r == VK_TIMEOUT) {
-    lost_ = unavailable(
-        "vulkan: {} did not finish a submit within {} ms (VK_TIMEOUT); the device is treated as lost",
-        info_.name, timeout_ms_);
+    mark_lost(fmt::format("vkWaitForFences: no answer within {} ms", timeout_ms_), r);
     return lost_;
   }
   if (r != VK_SUCCESS) {
-    lost_ = check_vk(r, fmt::format("vkWaitForFences on {}", info_.name));
+    mark_lost("vkWaitForFences", r);
     return lost_;
   }
   api.vkResetFences(device_, 1, &fence_);

@@ -8,6 +8,7 @@
 //   ... dev->record(...) ... ; MINFER_RETURN_IF_ERROR(dev->submit_and_wait());
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -59,8 +60,16 @@ struct DeviceInfo {
 // Probes once per process and caches the answer.
 Result<std::vector<DeviceInfo>> enumerate_devices();
 
-// Faults a test can inject into the next submit or allocation (the device layer's test hook).
+// Faults a test can inject into a submit or an allocation (the device layer's test hook).
 enum class Fault { kNone, kDeviceLost, kSubmitFailed, kOutOfDeviceMemory };
+
+// "oom", "lost", "submit", optionally ":N" (the N-th such event, 1-based): the value of the test hook
+// MINFER_TEST_VULKAN_FAULT (backend/registry.h). Anything else is refused naming it.
+struct FaultSpec {
+  Fault fault = Fault::kNone;
+  uint32_t nth = 1;
+};
+Result<FaultSpec> parse_fault(std::string_view text);
 
 class Device {
  public:
@@ -88,9 +97,11 @@ class Device {
   Result<VkDescriptorSet> allocate_descriptor_set(VkDescriptorSetLayout layout);
 
   void set_timeout_ms(uint64_t ms) { timeout_ms_ = ms; }
-  // Test hook: the next submit (kDeviceLost, kSubmitFailed) or allocation (kOutOfDeviceMemory) fails.
-  void inject_fault(Fault fault) { fault_ = fault; }
-  Fault take_fault(Fault kind);  // returns `kind` and clears it when that fault is armed, kNone otherwise
+  // Test hook: the nth next submit (kDeviceLost, kSubmitFailed) or allocation (kOutOfDeviceMemory) fails;
+  // nth 1 is the very next one. Safe to call from another thread than the one recording (the batcher's
+  // worker), which is how tests arm a fault mid-generation; one fault is armed at a time.
+  void inject_fault(Fault fault, uint32_t nth = 1);
+  Fault take_fault(Fault kind);  // `kind` when its armed countdown reaches this event (then disarmed)
   // Non-ok once the device is lost (after a timeout or VK_ERROR_DEVICE_LOST).
   const Status& lost() const { return lost_; }
 
@@ -111,8 +122,11 @@ class Device {
   size_t pool_in_use_ = 0;
   bool recording_ = false;
   uint64_t timeout_ms_ = 60000;
-  Fault fault_ = Fault::kNone;
+  // The armed fault and how many matching events remain until it fires, packed in one word so that
+  // arming from another thread is a single atomic store: (countdown << 8) | Fault.
+  std::atomic<uint64_t> fault_{0};
   Status lost_;
+  void mark_lost(std::string_view call, VkResult r);
 };
 
 // "vulkan: <what>: VK_ERROR_..." when r is not VK_SUCCESS.

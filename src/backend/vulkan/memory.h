@@ -8,6 +8,7 @@
 #include <memory>
 #include <string_view>
 
+#include "backend/copy_bandwidth.h"
 #include "backend/vulkan/device.h"
 
 namespace minfer::backend::vk {
@@ -46,6 +47,13 @@ class DeviceBuffer {
 Status upload(Device& dev, DeviceBuffer& dst, size_t offset, const void* src, size_t bytes);
 // Copies [offset, offset + bytes) of `src` to host memory, the same way in the other direction.
 Status download(Device& dev, const DeviceBuffer& src, size_t offset, void* dst, size_t bytes);
+
+// Copy bandwidth of a device, in bytes per second, best of `reps` timed copies of `bytes` each (after one
+// untimed): host-visible to device-local and back (the DMA a staging upload or read-back does, without the
+// host memcpy), and device-local to device-local (each byte is read and written once; the figure counts it
+// once, as copy benchmarks do). `minfer devices --bandwidth` prints it; scripts/gpu_check.sh compares
+// decode's weight bytes per second with device_to_device.
+Result<CopyBandwidth> measure_copy_bandwidth(Device& dev, size_t bytes, int reps);
 
 // A bindable window [offset, offset + range) of a buffer: offset aligned down to the device's
 // minStorageBufferOffsetAlignment (the rest, `skip` bytes, is passed to the shader), range within

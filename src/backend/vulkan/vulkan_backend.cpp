@@ -212,7 +212,9 @@ Status VulkanBackend::register_weight(const WeightSource& w) {
   MINFER_ASSIGN_OR_RETURN(entry->buffer,
                           vk::DeviceBuffer::create(*dev_, n_bytes, vk::MemoryKind::kDeviceLocal,
                                                    fmt::format("tensor '{}'", w.name)));
-  MINFER_RETURN_IF_ERROR(vk::upload(*dev_, *entry->buffer, 0, bytes, n_bytes));
+  // The staging buffer's allocation or the copy's submit can fail too: name the tensor either way.
+  if (Status st = vk::upload(*dev_, *entry->buffer, 0, bytes, n_bytes); !st.ok())
+    return st.with_context(fmt::format("vulkan: uploading tensor '{}' ({} bytes): ", w.name, n_bytes));
   weight_bytes_ += n_bytes;
   weights_[w.name] = std::move(entry);
   return {};
