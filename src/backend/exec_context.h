@@ -25,6 +25,9 @@ struct BatchView {
   // reduction does not depend on which other tokens share the batch.
   std::span<const int32_t> window_offsets;  // [n_tokens + 1]
   std::span<const int32_t> window_cells;
+  // The position of each window cell (parallel to window_cells): a sliding-window layer attends the suffix
+  // of a token's window with pos > its pos - n_swa.
+  std::span<const int32_t> window_positions;
 };
 
 // One layer's persistent K and V cells: n_cells rows each of row_elems elements of `type` (row_bytes

@@ -148,7 +148,7 @@ Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, Outpu
   if (!wanted) out_rows_.push_back(n - 1);  // the graph always ends in logits; they are dropped
 
   MINFER_ASSIGN_OR_RETURN(std::vector<int32_t> cells, kv_->allocate(seqs, positions));
-  kv_->attention_windows(seqs, positions, &window_offsets_, &window_cells_);
+  kv_->attention_windows(seqs, positions, &window_offsets_, &window_cells_, &window_positions_);
   graph::GraphParams params{n, static_cast<int32_t>(out_rows_.size()), output == Output::kEmbeddings};
   auto plan = scheduler_->plan(params, [&](const graph::GraphParams& p) { return model_->build_graph(p); });
   Status st = plan.status();
@@ -163,6 +163,7 @@ Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, Outpu
     view.store_cells = cells;
     view.window_offsets = window_offsets_;
     view.window_cells = window_cells_;
+    view.window_positions = window_positions_;
     st = scheduler_->execute(**plan, view, kv_->views());
   }
   if (!st.ok()) {  // give the cells back: a failed batch leaves the cache as it was

@@ -117,7 +117,7 @@ class Engine {
   OffloadPlan offload_;
   std::string placement_;
   // Reused per micro-batch so a decode step allocates nothing.
-  std::vector<int32_t> out_rows_, window_offsets_, window_cells_;
+  std::vector<int32_t> out_rows_, window_offsets_, window_cells_, window_positions_;
   size_t activations_peak_ = 0;
 };
 

@@ -187,7 +187,8 @@ Status ChatSession::shift_cache(const std::vector<int32_t>& new_prompt, TurnResu
   const models::HParams& hp = engine_.hparams();
   const kv::RopeParams rope{hp.head_dim,       hp.n_head_kv,       hp.n_rot,
                             hp.rope_freq_base, !hp.rope_normal, hp.rope_freq_scale,
-                            hp.rope_freq_factors};
+                            hp.rope_freq_factors, hp.swa_layers, hp.rope_freq_base_swa,
+                            hp.rope_freq_scale_swa};
   const auto delta = static_cast<int32_t>(best_end - k);
   kv.seq_rm(options_.seq, static_cast<int32_t>(k), static_cast<int32_t>(best_end));
   if (Status st = kv.seq_add(options_.seq, static_cast<int32_t>(best_end), -1, -delta, rope); !st.ok()) {

@@ -92,6 +92,33 @@ NodeId GraphBuilder::silu(NodeId x) {
   return append(std::move(node));
 }
 
+NodeId GraphBuilder::gelu(NodeId x) {
+  Node node;
+  node.op = OpKind::kGelu;
+  node.src = {x};
+  node.ne = at(x).ne;
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::scale(NodeId x, float s) {
+  Node node;
+  node.op = OpKind::kScale;
+  node.src = {x};
+  node.params.scale = s;
+  node.ne = at(x).ne;
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::softcap(NodeId x, float cap) {
+  MINFER_CHECK(cap > 0.0f, "softcap: cap {} must be positive", cap);
+  Node node;
+  node.op = OpKind::kSoftcap;
+  node.src = {x};
+  node.params.scale = cap;
+  node.ne = at(x).ne;
+  return append(std::move(node));
+}
+
 NodeId GraphBuilder::reshape(NodeId x, Shape ne) {
   MINFER_CHECK(ne[0] * ne[1] * ne[2] * ne[3] == at(x).n_elements(), "reshape changes the element count");
   Node node;
@@ -139,6 +166,12 @@ NodeId GraphBuilder::kv_store(int32_t layer, NodeId k, NodeId v) {
 
 NodeId GraphBuilder::attention(int32_t layer, NodeId q, NodeId store, int32_t n_head, int32_t n_head_kv,
                                int32_t head_dim) {
+  return attention(layer, q, store, n_head, n_head_kv, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim)), 0);
+}
+
+NodeId GraphBuilder::attention(int32_t layer, NodeId q, NodeId store, int32_t n_head, int32_t n_head_kv,
+                               int32_t head_dim, float kq_scale, int32_t n_swa) {
+  MINFER_CHECK(n_swa >= 0, "attention: sliding window {} < 0", n_swa);
   MINFER_CHECK(at(store).op == OpKind::kKvStore && at(store).params.layer == layer, "attention must follow its kv_store");
   MINFER_CHECK(n_head % n_head_kv == 0, "n_head {} not a multiple of n_head_kv {}", n_head, n_head_kv);
   MINFER_CHECK(at(q).ne[0] == head_dim && at(q).ne[1] == n_head, "attention: q must be {{head_dim, n_head, n_tokens}}");
@@ -149,7 +182,8 @@ NodeId GraphBuilder::attention(int32_t layer, NodeId q, NodeId store, int32_t n_
   node.params.n_head = n_head;
   node.params.n_head_kv = n_head_kv;
   node.params.head_dim = head_dim;
-  node.params.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  node.params.scale = kq_scale;
+  node.params.n_swa = n_swa;
   node.ne = {static_cast<int64_t>(head_dim) * n_head, at(q).ne[2], 1, 1};
   return append(std::move(node));
 }

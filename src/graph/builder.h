@@ -23,6 +23,9 @@ class GraphBuilder {
   NodeId add(NodeId a, NodeId b);
   NodeId mul(NodeId a, NodeId b);
   NodeId silu(NodeId x);
+  NodeId gelu(NodeId x);             // ggml's tanh-approximated GELU (ir.h kGelu)
+  NodeId scale(NodeId x, float s);   // x * s
+  NodeId softcap(NodeId x, float cap);  // cap * tanh(x / cap) (ir.h kSoftcap)
   NodeId reshape(NodeId x, Shape ne);
   NodeId rope(NodeId x, NodeId positions, int32_t n_rot, float freq_base);  // NEOX, no scaling
   // freq_factors: kNoNode or an F32 {n_rot/2} node dividing each pair's angle (llama3 rope_freqs.weight).
@@ -30,6 +33,9 @@ class GraphBuilder {
               NodeId freq_factors);
   NodeId kv_store(int32_t layer, NodeId k, NodeId v);
   NodeId attention(int32_t layer, NodeId q, NodeId store, int32_t n_head, int32_t n_head_kv, int32_t head_dim);
+  // With an explicit score scale and a sliding window of n_swa positions (0: none), as gemma3's local layers.
+  NodeId attention(int32_t layer, NodeId q, NodeId store, int32_t n_head, int32_t n_head_kv, int32_t head_dim,
+                   float kq_scale, int32_t n_swa);
   // Mixture of experts (see ir.h): router logits {n_expert, n} -> chosen ids / their weights; the expert
   // matmul over 3-D weights {k, n_out, n_expert}; the weighted sum over the chosen experts' outputs.
   NodeId moe_route(NodeId logits, int32_t n_expert_used);

@@ -13,6 +13,9 @@ std::string_view op_name(OpKind op) {
     case OpKind::kMul: return "mul";
     case OpKind::kSilu: return "silu";
     case OpKind::kSwiGlu: return "swiglu";
+    case OpKind::kGelu: return "gelu";
+    case OpKind::kScale: return "scale";
+    case OpKind::kSoftcap: return "softcap";
     case OpKind::kReshape: return "reshape";
     case OpKind::kRope: return "rope";
     case OpKind::kKvStore: return "kv_store";

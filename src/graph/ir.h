@@ -28,6 +28,11 @@ enum class OpKind : uint8_t {
   kMul,        // elementwise, broadcast as Add
   kSilu,       // x * sigmoid(x)
   kSwiGlu,     // silu(src0) * src1 (fused from Mul(Silu(a), b))
+  kGelu,       // tanh-approximated GELU as ggml's CPU computes it: the input rounded to f16, the result
+               // rounded to f16 (its lookup table); x itself for x >= 10, 0 for x <= -10 (gemma3's GeGLU)
+  kScale,      // src0 * params.scale (gemma3's embedding scale sqrt(n_embd))
+  kSoftcap,    // tanh(src0 * (1 / params.scale)) * params.scale: final logit soft-capping, as ggml's
+               // scale -> tanh -> scale
   kReshape,    // a view with another shape, same bytes
   kRope,       // rotary embedding (params.rope_mode: NEOX pairs (i, i + n_rot/2) or normal pairs (2i, 2i + 1));
                // src1 = positions, optional src2 = per-pair frequency divisors {n_rot/2} (llama3 rope_freqs)
@@ -65,7 +70,9 @@ struct OpParams {
   int32_t n_head = 0;           // Attention
   int32_t n_head_kv = 0;        // Attention
   int32_t head_dim = 0;         // Attention
-  float scale = 0.0f;           // Attention: 1/sqrt(head_dim)
+  float scale = 0.0f;           // Attention: the score scale (1/sqrt(head_dim) unless the model says); Scale
+  int32_t n_swa = 0;            // Attention: sliding window, token at pos p sees cells with pos > p - n_swa
+                                // (llama.cpp's LLAMA_SWA_TYPE_STANDARD); 0: the whole causal window
   int32_t n_expert_used = 0;    // MoeRoute: experts chosen per token
   bool moe_norm_w = false;      // MoeWeights: divide the chosen probabilities by their sum
 

@@ -148,9 +148,11 @@ Result<std::vector<int32_t>> KvCache::allocate(std::span<const SeqId> seqs, std:
 }
 
 void KvCache::attention_windows(std::span<const SeqId> seqs, std::span<const int32_t> positions,
-                                std::vector<int32_t>* offsets, std::vector<int32_t>* cells) const {
+                                std::vector<int32_t>* offsets, std::vector<int32_t>* cells,
+                                std::vector<int32_t>* cell_positions) const {
   offsets->assign(1, 0);
   cells->clear();
+  if (cell_positions != nullptr) cell_positions->clear();
   // Each sequence of the batch: its cells sorted by position, gathered once however the batch interleaves.
   std::array<std::vector<std::pair<int32_t, int32_t>>, kMaxSequences> by_pos;  // (pos, cell)
   uint64_t gathered = 0;
@@ -167,6 +169,7 @@ void KvCache::attention_windows(std::span<const SeqId> seqs, std::span<const int
     for (const auto& [pos, cell] : list) {
       if (pos > positions[i]) break;
       cells->push_back(cell);
+      if (cell_positions != nullptr) cell_positions->push_back(pos);
     }
     offsets->push_back(static_cast<int32_t>(cells->size()));
   }
@@ -211,7 +214,8 @@ void KvCache::seq_keep(SeqId seq) {
 Status KvCache::seq_add(SeqId seq, int32_t p0, int32_t p1, int32_t delta, const RopeParams& rope) {
   if (delta == 0) return {};
   if (rope.n_head_kv * rope.head_dim != config_.row_elems || rope.n_rot <= 0 || rope.n_rot > rope.head_dim ||
-      (!rope.freq_factors.empty() && rope.freq_factors.size() != static_cast<size_t>(rope.n_rot / 2))) {
+      (!rope.freq_factors.empty() && rope.freq_factors.size() != static_cast<size_t>(rope.n_rot / 2)) ||
+      (!rope.swa_layers.empty() && rope.swa_layers.size() != views_.size())) {
     return invalid_argument("KV shift: rope parameters do not match the cache rows");
   }
   std::vector<size_t> moved;
@@ -224,12 +228,16 @@ Status KvCache::seq_add(SeqId seq, int32_t p0, int32_t p1, int32_t delta, const 
   }
   std::vector<float> row(static_cast<size_t>(config_.row_elems));
   std::vector<uint8_t> bytes(views_.empty() ? 0 : views_[0].row_bytes);
-  const backend::cpu::RopeSpec spec{rope.n_rot, rope.freq_base, rope.freq_scale, rope.neox,
-                                    rope.freq_factors.empty() ? nullptr : rope.freq_factors.data()};
+  const backend::cpu::RopeSpec global{rope.n_rot, rope.freq_base, rope.freq_scale, rope.neox,
+                                      rope.freq_factors.empty() ? nullptr : rope.freq_factors.data()};
+  backend::cpu::RopeSpec swa = global;
+  swa.freq_base = rope.freq_base_swa;
+  swa.freq_scale = rope.freq_scale_swa;
   // Row by row through read_row/write_row, so a device layer is re-rotated on the host (seq_add is rare:
   // a context shift). A device error leaves positions unchanged; rows already written are then stale.
   for (size_t l = 0; l < views_.size(); ++l) {
     const backend::KvLayerView& view = views_[l];
+    const backend::cpu::RopeSpec& spec = !rope.swa_layers.empty() && rope.swa_layers[l] ? swa : global;
     for (size_t cell : moved) {
       MINFER_RETURN_IF_ERROR(read_row(static_cast<int32_t>(l), false, static_cast<int32_t>(cell), bytes.data()));
       quant::dequantize_row(view.type, bytes.data(), row.data(), view.row_elems);

@@ -40,6 +40,11 @@ struct RopeParams {
   bool neox = true;                     // false: llama's normal pairing (2i, 2i + 1)
   float freq_scale = 1.0f;              // 1 / rope.scaling.factor (linear)
   std::vector<float> freq_factors;      // empty, or n_rot/2 divisors (llama3 rope_freqs.weight)
+  // Layers rotated with their own base and scale (gemma3's sliding-window layers, as llama.cpp's
+  // rope_freq_base_train_swa): swa_layers[l] true; empty: every layer uses freq_base / freq_scale.
+  std::vector<bool> swa_layers;
+  float freq_base_swa = 10000.0f;
+  float freq_scale_swa = 1.0f;
 };
 
 // Bytes of one cell row, or nullopt when row_elems does not fit the type's blocks.
@@ -73,8 +78,10 @@ class KvCache {
   Result<std::vector<int32_t>> allocate(std::span<const SeqId> seqs, std::span<const int32_t> positions);
 
   // CSR windows: token i attends the cells of its sequence with pos <= positions[i], in position order.
+  // cell_positions, when given, receives each window cell's position (what a sliding window cuts by).
   void attention_windows(std::span<const SeqId> seqs, std::span<const int32_t> positions,
-                         std::vector<int32_t>* offsets, std::vector<int32_t>* cells) const;
+                         std::vector<int32_t>* offsets, std::vector<int32_t>* cells,
+                         std::vector<int32_t>* cell_positions = nullptr) const;
 
   // Removes positions [p0, p1) of `seq` (p1 < 0: to the end; seq < 0: every sequence). Cells no sequence
   // owns any more become free.

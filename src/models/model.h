@@ -37,6 +37,12 @@ struct HParams {
   int32_t n_expert_used = 0;
   int32_t n_ff_exp = 0;
   bool expert_weights_norm = false;  // divide the chosen experts' probabilities by their sum
+  // Sliding-window attention (gemma3): layer l with swa_layers[l] attends only the n_swa latest positions and
+  // is rotated with rope_freq_base_swa / rope_freq_scale_swa; empty: no such layers.
+  int32_t n_swa = 0;
+  std::vector<bool> swa_layers;
+  float rope_freq_base_swa = 10000.0f;
+  float rope_freq_scale_swa = 1.0f;
 
   int64_t n_embd_q() const { return static_cast<int64_t>(n_head) * head_dim; }
   int64_t n_embd_kv() const { return static_cast<int64_t>(n_head_kv) * head_dim; }

@@ -1,5 +1,6 @@
 // The architecture registry: general.architecture -> loader. One line per architecture.
 #include "models/model.h"
+#include "models/gemma3/gemma3.h"
 #include "models/llama/llama.h"
 #include "models/qwen2/qwen2.h"
 #include "models/qwen3/qwen3.h"
@@ -14,6 +15,7 @@ struct Entry {
 };
 
 constexpr Entry kArchitectures[] = {
+    {"gemma3", load_gemma3},
     {"llama", load_llama},
     {"qwen2", load_qwen2},
     {"qwen3", load_qwen3},

@@ -24,6 +24,7 @@ bool needs_buffer(const Node& n) {
 // Elementwise ops that may write over their first source when nothing else reads it later.
 bool can_run_in_place(OpKind op) {
   return op == OpKind::kAdd || op == OpKind::kMul || op == OpKind::kSilu || op == OpKind::kSwiGlu ||
+         op == OpKind::kGelu || op == OpKind::kScale || op == OpKind::kSoftcap ||
          op == OpKind::kRope || op == OpKind::kRmsNorm;
 }
 

@@ -136,7 +136,8 @@ gguf::Writer::Producer llama3_rope_freqs(float base, int64_t head_dim, float fac
 std::vector<std::string> synthetic_preset_names() {
   return {"tiny-qwen2", "tiny-qwen3", "tiny-llama", "tiny-llama-tied", "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b",
           "qwen2.5-7b", "qwen3-8b", "llama-3.2-1b", "llama-3.1-8b", "mistral-7b", "tiny-qwen3-embedding",
-          "qwen3-embedding-0.6b", "tiny-qwen3moe", "qwen3-30b-a3b"};
+          "qwen3-embedding-0.6b", "tiny-qwen3moe", "qwen3-30b-a3b", "tiny-gemma3", "tiny-gemma3-softcap",
+          "gemma-3-1b", "gemma-3-4b"};
 }
 
 Result<SyntheticShape> synthetic_preset(const std::string& name) {
@@ -174,6 +175,30 @@ Result<SyntheticShape> synthetic_preset(const std::string& name) {
   }
   if (name == "qwen3-30b-a3b") {  // Qwen3-30B-A3B's config.json
     s = {"qwen3moe", 2048, 48, 32, 4, 128, 6144, 40960, 1e6f, 1e-6f, false, -1, 0.0f, 128, 8, 768};
+    return s;
+  }
+  if (name == "tiny-gemma3" || name == "tiny-gemma3-softcap") {
+    // Rows of 256 (n_embd) so the K-quant types apply to attn_q/k/v and ffn_gate/up; head_dim 64 != n_embd /
+    // n_head, written as key_length like Gemma's 256, and a power of 4 like it, so the attention scale
+    // (1/8) is exact whether Q or the scores are scaled.
+    s = {"gemma3", 256, 7, 2, 1, 64, 128, 4096, 1e6f, 1e-6f, true};
+    s.n_swa = 8;
+    s.rope_scale_linear = 8.0f;
+    if (name == "tiny-gemma3-softcap") {
+      s.tied_output = false;
+      s.final_logit_softcap = 15.0f;
+    }
+    return s;
+  }
+  if (name == "gemma-3-1b") {  // google/gemma-3-1b-it config.json (rope_theta 1e6, sliding_window 512)
+    s = {"gemma3", 1152, 26, 4, 1, 256, 6912, 32768, 1e6f, 1e-6f, true};
+    s.n_swa = 512;
+    return s;
+  }
+  if (name == "gemma-3-4b") {  // google/gemma-3-4b-it text_config (linear rope_scaling 8 on global layers)
+    s = {"gemma3", 2560, 34, 8, 4, 256, 10240, 131072, 1e6f, 1e-6f, true};
+    s.n_swa = 1024;
+    s.rope_scale_linear = 8.0f;
     return s;
   }
   if (name == "qwen2.5-0.5b") {
@@ -214,11 +239,15 @@ Result<SyntheticShape> synthetic_preset(const std::string& name) {
 
 Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
   const SyntheticShape& s = options.shape;
-  if (s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3moe" && s.arch != "llama") {
+  if (s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "qwen3moe" && s.arch != "llama" && s.arch != "gemma3") {
     return unsupported("synthetic model: unsupported architecture '{}'", s.arch);
   }
   if (s.llama3_rope_factor != 0.0f && s.arch != "llama") {
     return invalid_argument("synthetic model: llama3 rope scaling is for the llama architecture");
+  }
+  const bool gemma3 = s.arch == "gemma3";
+  if (!gemma3 && (s.n_swa != 0 || s.rope_scale_linear != 0.0f || s.final_logit_softcap != 0.0f)) {
+    return invalid_argument("synthetic model: sliding window, linear rope scaling and soft-capping are gemma3's");
   }
   std::optional<quant::FileType> qtype;
   if (!options.quant_type.empty()) {
@@ -261,7 +290,15 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
     meta.set(a + ".expert_used_count", Value::u32(s.n_expert_used));
     meta.set(a + ".expert_feed_forward_length", Value::u32(s.n_ff_exp));
   }
-  if (a == "qwen3" || moe || s.head_dim * s.n_head != s.n_embd) {
+  if (gemma3) {  // what convert_hf_to_gguf.py's Gemma3Model writes
+    if (s.n_swa > 0) meta.set(a + ".attention.sliding_window", Value::u32(s.n_swa));
+    if (s.rope_scale_linear != 0.0f) {
+      meta.set(a + ".rope.scaling.type", Value::string("linear"));
+      meta.set(a + ".rope.scaling.factor", Value::f32(s.rope_scale_linear));
+    }
+    if (s.final_logit_softcap != 0.0f) meta.set(a + ".final_logit_softcapping", Value::f32(s.final_logit_softcap));
+  }
+  if (a == "qwen3" || moe || gemma3 || s.head_dim * s.n_head != s.n_embd) {
     meta.set(a + ".attention.key_length", Value::u32(s.head_dim));
     meta.set(a + ".attention.value_length", Value::u32(s.head_dim));
   }
@@ -321,6 +358,10 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
     MINFER_RETURN_IF_ERROR(add(p + "attn_v.weight", {E, KV}, 0.0f, inv_sqrt_e, wt));
     if (a == "llama") {
       // no biases, no q/k norms
+    } else if (a == "gemma3") {
+      MINFER_RETURN_IF_ERROR(add(p + "attn_q_norm.weight", {D}, 1.2f, 0.2f, DType::F32));
+      MINFER_RETURN_IF_ERROR(add(p + "attn_k_norm.weight", {D}, 1.2f, 0.2f, DType::F32));
+      MINFER_RETURN_IF_ERROR(add(p + "post_attention_norm.weight", {E}, 1.0f, 0.1f, DType::F32));
     } else if (a == "qwen2") {
       MINFER_RETURN_IF_ERROR(add(p + "attn_q.bias", {Q}, 0.0f, 0.5f, DType::F32));
       MINFER_RETURN_IF_ERROR(add(p + "attn_k.bias", {KV}, 0.0f, 0.5f, DType::F32));
@@ -345,6 +386,7 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
     MINFER_RETURN_IF_ERROR(add(p + "ffn_gate.weight", {E, F}, 0.0f, inv_sqrt_e, wt));
     MINFER_RETURN_IF_ERROR(add(p + "ffn_up.weight", {E, F}, 0.0f, inv_sqrt_e, wt));
     MINFER_RETURN_IF_ERROR(add(p + "ffn_down.weight", {F, E}, 0.0f, 2.5f / std::sqrt(static_cast<float>(F)), wt));
+    if (gemma3) MINFER_RETURN_IF_ERROR(add(p + "post_ffw_norm.weight", {E}, 1.0f, 0.1f, DType::F32));
   }
   std::vector<quant::TensorDecision> decisions;
   if (qtype) {

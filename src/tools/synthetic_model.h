@@ -1,4 +1,4 @@
-// Random-weight Qwen2 / Qwen3 / Qwen3-MoE / llama GGUF models with exact real shapes or tiny ones, written with our own
+// Random-weight Qwen2 / Qwen3 / Qwen3-MoE / llama / gemma3 GGUF models with exact real shapes or tiny ones, written with our own
 // GGUF writer. They are labelled as random (general.name) and exist for demos, tests and benchmarks:
 // their text is noise, but every code path from loading to sampling runs on them.
 #pragma once
@@ -16,7 +16,7 @@
 namespace minfer::tools {
 
 struct SyntheticShape {
-  std::string arch = "qwen2";  // "qwen2", "qwen3", "qwen3moe" or "llama"
+  std::string arch = "qwen2";  // "qwen2", "qwen3", "qwen3moe", "llama" or "gemma3"
   uint32_t n_embd = 64;
   uint32_t n_layer = 2;
   uint32_t n_head = 4;
@@ -36,12 +36,22 @@ struct SyntheticShape {
   uint32_t n_expert = 0;
   uint32_t n_expert_used = 0;
   uint32_t n_ff_exp = 0;
+  // gemma3 only: the sliding window of its local layers (gemma3.attention.sliding_window; every 6th layer is
+  // global, llama.cpp's default pattern), linear RoPE scaling of the global layers (rope.scaling.factor, as
+  // Gemma 3 4B's rope_scaling; 0 = none) and final logit soft-capping (0 = no key).
+  uint32_t n_swa = 0;
+  float rope_scale_linear = 0.0f;
+  float final_logit_softcap = 0.0f;
 };
 
 // Presets: "tiny-qwen2", "tiny-qwen3", "tiny-llama" (untied output, llama3 rope_freqs), "tiny-llama-tied"
 // (tied output, no rope scaling), "tiny-qwen3moe" (8 experts, 2 per token, rows of 256 so K-quants apply),
 // "qwen3-30b-a3b" (Qwen3-30B-A3B's shape: 128 experts, 8 per token), "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b",
-// "llama-3.2-1b", "llama-3.1-8b", "mistral-7b" (v0.3 shape), and the embedding models (last-token pooling
+// "llama-3.2-1b", "llama-3.1-8b", "mistral-7b" (v0.3 shape), "tiny-gemma3" (7 layers: 6 local with a window
+// of 8 positions and global layer 5 with linear RoPE scaling 8, tied output), "tiny-gemma3-softcap" (the same
+// with an untied output and final logit soft-capping 15), "gemma-3-1b", "gemma-3-4b" (their text configs; the
+// small vocabulary unless --vocab gives Gemma 3's, e.g. tests/tokenizer/vocab/gemma3-vocab.gguf), and the
+// embedding models (last-token pooling
 // written to <arch>.pooling_type): "tiny-qwen3-embedding" and "qwen3-embedding-0.6b" (Qwen3-Embedding-0.6B's
 // shape).
 Result<SyntheticShape> synthetic_preset(const std::string& name);

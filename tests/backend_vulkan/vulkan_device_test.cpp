@@ -328,6 +328,11 @@ TEST(VulkanDevice, OpCoverageTableMatchesSupportsOp) {
       node.src = {a};
       if (op != "silu") node.src.push_back(c.add_activation(std::vector<float>(64), {64, 1, 1, 1}));
       node.ne = {64, 1, 1, 1};
+    } else if (op == "gelu" || op == "scale" || op == "softcap") {  // gemma3's unary ops
+      node.op = op == "gelu" ? OpKind::kGelu : op == "scale" ? OpKind::kScale : OpKind::kSoftcap;
+      node.src = {c.add_activation(std::vector<float>(64), {64, 1, 1, 1})};
+      node.params.scale = 2.0f;
+      node.ne = {64, 1, 1, 1};
     } else if (op == "rope") {
       const auto x = c.add_activation(std::vector<float>(128), {64, 2, 1, 1});
       node.op = OpKind::kRope;
@@ -352,6 +357,7 @@ TEST(VulkanDevice, OpCoverageTableMatchesSupportsOp) {
       node.params.n_head_kv = 1;
       node.params.head_dim = hd;
       node.params.scale = 1.0f;
+      if (types.find("sliding window") != std::string::npos) node.params.n_swa = 8;
       node.ne = {hd * 2, 1, 1, 1};
     } else if (op == "mul_mat_id") {  // 2 experts of {256, 2} in the row's type; 1 token choosing expert 1
       DType t = DType::F32;

@@ -1,5 +1,6 @@
 // The float kernels (tiled attention, SwiGLU) at every ISA level against the scalar kernels, bitwise,
-// and the scalar attention against a double-precision softmax attention written independently here.
+// and the scalar attention against a double-precision softmax attention written independently here; the
+// same for sliding windows (rows reducing over cells [start, len) of the shared window).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,6 +39,7 @@ struct Problem {
   size_t row_bytes = 0;
   std::vector<uint8_t> k, v;
   std::vector<int32_t> cells, lens;
+  std::vector<int32_t> starts;  // empty: no sliding window
   std::vector<std::vector<float>> q;
 
   explicit Problem(const Case& cs, uint64_t seed) : c(cs) {
@@ -75,7 +77,17 @@ struct Problem {
     if (c.n_rows > 0) lens.back() = c.n_cells;
   }
 
-  std::vector<float> run(AttentionFn fn, int32_t head) const {
+  // Sliding windows: each row starts somewhere in its window (every third row at 0).
+  void add_starts(uint64_t seed) {
+    Rng rng(seed);
+    starts.clear();
+    for (int32_t len : lens) {
+      starts.push_back(len == 0 || starts.size() % 3 == 0 ? 0 : static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(len)));
+    }
+  }
+
+  // base > 0: the kernel gets the window from cell `base` on, with lens and starts shifted to match.
+  std::vector<float> run(AttentionFn fn, int32_t head, int32_t base = 0) const {
     std::vector<float> out(static_cast<size_t>(c.n_rows * c.head_dim), -1.0f);
     std::vector<const float*> qp;
     std::vector<float*> op;
@@ -89,8 +101,12 @@ struct Problem {
     a.n_rows = c.n_rows;
     a.q = qp.data();
     a.out = op.data();
-    a.lens = lens.data();
-    a.cells = cells.data();
+    std::vector<int32_t> l = lens, st = starts;
+    for (int32_t& x : l) x = std::max(0, x - base);
+    for (int32_t& x : st) x = std::max(0, x - base);
+    a.lens = l.data();
+    a.starts = starts.empty() ? nullptr : st.data();
+    a.cells = cells.data() + base;
     a.k = k.data() + static_cast<size_t>(head) * head_bytes;
     a.v = v.data() + static_cast<size_t>(head) * head_bytes;
     a.row_bytes = row_bytes;
@@ -192,6 +208,79 @@ TEST(FloatKernels, SwigluIsBitwiseTheScalarKernel) {
   for (Isa isa : simd_levels()) {
     cpu_kernels_for(isa)->swiglu(g.data(), u.data(), static_cast<int64_t>(g.size()), got.data());
     ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << isa_name(isa);
+  }
+}
+
+}  // namespace
+}  // namespace minfer::kernels
+
+namespace minfer::kernels {
+namespace {
+
+const Case kWindowCases[] = {
+    {64, 28, 300, DType::F16}, {64, 1, 37, DType::F16}, {32, 13, 70, DType::F32},
+    {64, 7, 513, DType::F32},  {24, 4, 40, DType::F16}, {8, 2, 9, DType::F32},
+};
+
+TEST(FloatKernels, ScalarSlidingWindowAttentionMatchesADoublePrecisionSoftmax) {
+  const CpuKernels* ref = cpu_kernels_for(Isa::kGeneric);
+  for (const Case& cs : kWindowCases) {
+    Problem p(cs, 9);
+    p.add_starts(3);
+    const std::vector<float> got = p.run(ref->of(cs.type).attention, 1);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(cs.head_dim));
+    for (int32_t r = 0; r < cs.n_rows; ++r) {
+      const int32_t len = p.lens[static_cast<size_t>(r)], start = p.starts[static_cast<size_t>(r)];
+      std::vector<double> s;
+      for (int32_t j = start; j < len; ++j) {
+        double dot = 0;
+        for (int32_t d = 0; d < cs.head_dim; ++d) {
+          float qd = p.q[static_cast<size_t>(r)][static_cast<size_t>(d)];
+          if (cs.type == DType::F16) qd = fp16_to_fp32(fp32_to_fp16(qd));
+          dot += static_cast<double>(qd) * p.load(p.k, p.cells[static_cast<size_t>(j)], 1, d);
+        }
+        s.push_back(dot * scale);
+      }
+      const double mx = s.empty() ? 0.0 : *std::max_element(s.begin(), s.end());
+      double sum = 0;
+      for (double& x : s) sum += (x = std::exp(x - mx));
+      for (int32_t d = 0; d < cs.head_dim; ++d) {
+        double want = 0;
+        for (int32_t j = start; j < len; ++j) {
+          want += s[static_cast<size_t>(j - start)] / sum * p.load(p.v, p.cells[static_cast<size_t>(j)], 1, d);
+        }
+        // As the full-window test: f32 arithmetic over <= 513 terms of O(1) values.
+        EXPECT_NEAR(got[static_cast<size_t>(r * cs.head_dim + d)], want, 2e-5)
+            << "D " << cs.head_dim << " row " << r << " window [" << start << ", " << len << ") d " << d;
+      }
+    }
+  }
+}
+
+// The SIMD kernels skip a window's first cells by zero weights, the scalar one by starting later: the same
+// bits. And a caller passing the window from a multiple of 16 on (the CPU attention op, for a block of
+// sliding-window rows) gets the same bits as from its start, which keeps results independent of the batch.
+TEST(FloatKernels, SlidingWindowAttentionIsBitwiseTheScalarKernelFromAnyAlignedBase) {
+  const CpuKernels* ref = cpu_kernels_for(Isa::kGeneric);
+  std::vector<const CpuKernels*> levels = {ref};
+  for (Isa isa : simd_levels()) levels.push_back(cpu_kernels_for(isa));
+  for (const Case& cs : kWindowCases) {
+    for (uint64_t seed : {1u, 2u}) {
+      Problem p(cs, seed);
+      p.add_starts(seed + 10);
+      for (size_t r = 0; r < p.starts.size(); ++r) {  // every window starts at 16 or later (or is empty)
+        p.starts[r] = std::max(p.starts[r], std::min(16, p.lens[r]));
+      }
+      const auto want = p.run(ref->of(cs.type).attention, 2);
+      for (const CpuKernels* k : levels) {
+        for (int32_t base : {0, 16}) {
+          if (base >= cs.n_cells) continue;
+          const std::vector<float> got = p.run(k->of(cs.type).attention, 2, base);
+          ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+              << isa_name(k->isa) << " D " << cs.head_dim << " rows " << cs.n_rows << " base " << base;
+        }
+      }
+    }
   }
 }
 

@@ -52,6 +52,54 @@ TEST(SyntheticPresets, LlamaShapes) {
   EXPECT_EQ(m7.llama3_rope_factor, 0.0f);
 }
 
+// Gemma 3 1B and 4B text configs (config.json / text_config): sliding window 512 / 1024, rope_theta 1e6, the
+// 4B's linear rope_scaling 8 on the global layers; written with the keys convert_hf_to_gguf.py writes.
+TEST(SyntheticPresets, GemmaShapes) {
+  const SyntheticShape g1 = *synthetic_preset("gemma-3-1b");
+  EXPECT_EQ(g1.arch, "gemma3");
+  EXPECT_EQ(g1.n_layer, 26u);
+  EXPECT_EQ(g1.n_embd, 1152u);
+  EXPECT_EQ(g1.n_ff, 6912u);
+  EXPECT_EQ(g1.n_head, 4u);
+  EXPECT_EQ(g1.n_head_kv, 1u);
+  EXPECT_EQ(g1.head_dim, 256u);
+  EXPECT_EQ(g1.n_swa, 512u);
+  EXPECT_EQ(g1.rope_freq_base, 1e6f);
+  EXPECT_EQ(g1.rope_scale_linear, 0.0f);
+  EXPECT_TRUE(g1.tied_output);
+  const SyntheticShape g4 = *synthetic_preset("gemma-3-4b");
+  EXPECT_EQ(g4.n_layer, 34u);
+  EXPECT_EQ(g4.n_embd, 2560u);
+  EXPECT_EQ(g4.n_ff, 10240u);
+  EXPECT_EQ(g4.n_head, 8u);
+  EXPECT_EQ(g4.n_head_kv, 4u);
+  EXPECT_EQ(g4.head_dim, 256u);
+  EXPECT_EQ(g4.n_swa, 1024u);
+  EXPECT_EQ(g4.rope_scale_linear, 8.0f);
+  const SyntheticShape tiny = *synthetic_preset("tiny-gemma3");
+  EXPECT_GE(tiny.n_layer, 7u);  // local and global layers
+  SyntheticOptions o;
+  o.shape = g4;
+  o.shape.n_layer = 1;  // the keys, not the bytes
+  o.shape.n_embd = 256;
+  o.shape.n_ff = 32;
+  auto w = make_synthetic_model(o);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  const std::string path = ::testing::TempDir() + "/gemma3-keys.gguf";
+  ASSERT_TRUE(w->write(path).ok());
+  auto f = gguf::File::open(path);
+  ASSERT_TRUE(f.ok());
+  const gguf::Metadata& m = f->metadata();
+  EXPECT_EQ(*m.get_u32("gemma3.attention.sliding_window"), 1024u);
+  EXPECT_EQ(*m.get_u32("gemma3.attention.key_length"), 256u);
+  EXPECT_EQ(*m.get_string("gemma3.rope.scaling.type"), "linear");
+  EXPECT_EQ(*m.get_f32("gemma3.rope.scaling.factor"), 8.0f);
+  EXPECT_FALSE(m.contains("gemma3.final_logit_softcapping"));
+  EXPECT_NE(f->find_tensor("blk.0.post_attention_norm.weight"), nullptr);
+  EXPECT_NE(f->find_tensor("blk.0.post_ffw_norm.weight"), nullptr);
+  EXPECT_EQ(f->find_tensor("output.weight"), nullptr);
+}
+
 // rope_freqs.weight as convert_hf_to_gguf.py writes it for rope_type llama3: 1 for wavelengths under
 // 8192/4, `factor` over 8192, the smooth interpolation between.
 TEST(SyntheticPresets, Llama3RopeFreqs) {

@@ -153,6 +153,9 @@ Status CpuBackend::execute(const Graph& graph, NodeId id, std::span<void* const>
     }
     case OpKind::kSilu: cpu::silu(f32(0), node.n_elements(), out, pool); return {};
     case OpKind::kSwiGlu: cpu::swiglu(f32(0), f32(1), node.n_elements(), out, pool); return {};
+    case OpKind::kGelu: cpu::gelu(f32(0), node.n_elements(), out, pool); return {};
+    case OpKind::kScale: cpu::scale(f32(0), node.n_elements(), node.params.scale, out, pool); return {};
+    case OpKind::kSoftcap: cpu::softcap(f32(0), node.n_elements(), node.params.scale, out, pool); return {};
     case OpKind::kRope: {
       const cpu::RopeSpec spec{node.params.n_rot, node.params.rope_freq_base, node.params.rope_freq_scale,
                                node.params.rope_mode == graph::RopeMode::kNeox,
@@ -187,7 +190,10 @@ Status CpuBackend::execute(const Graph& graph, NodeId id, std::span<void* const>
         return invalid_argument("node {} ({}): {} KV heads x {} != cell width {}", id, node.name, p.n_head_kv,
                                 p.head_dim, kv.row_elems);
       }
-      cpu::attention(kv, batch, f32(0), p.n_head, p.n_head_kv, p.head_dim, p.scale, out, pool);
+      if (p.n_swa > 0 && batch.window_positions.size() != batch.window_cells.size()) {
+        return invalid_argument("node {} ({}): a sliding window needs the window cells' positions", id, node.name);
+      }
+      cpu::attention(kv, batch, f32(0), p.n_head, p.n_head_kv, p.head_dim, p.scale, p.n_swa, out, pool);
       return {};
     }
     case OpKind::kMoeRoute:

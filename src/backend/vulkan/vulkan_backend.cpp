@@ -166,8 +166,8 @@ bool VulkanBackend::supports_op(const Graph& graph, const Node& node) const {
     case OpKind::kKvStore:
       return src(0).type == DType::F32 && src(1).type == DType::F32 &&
              src(0).n_elements() == src(1).n_elements();
-    case OpKind::kAttention:
-      return src(0).type == DType::F32 && node.type == DType::F32 && node.params.n_head > 0 &&
+    case OpKind::kAttention:  // attention.comp has no sliding window (gemma3's local layers stay on the CPU)
+      return src(0).type == DType::F32 && node.type == DType::F32 && node.params.n_swa == 0 && node.params.n_head > 0 &&
              node.params.n_head_kv > 0 && node.params.n_head % node.params.n_head_kv == 0 &&
              node.params.head_dim > 0 && node.params.head_dim <= kMaxHeadDim;
     case OpKind::kInput:
@@ -176,6 +176,9 @@ bool VulkanBackend::supports_op(const Graph& graph, const Node& node) const {
     case OpKind::kMoeWeights:
     case OpKind::kMatMulId:
     case OpKind::kMoeSum:
+    case OpKind::kGelu:  // gemma3's GeGLU, embedding scale and logit soft-cap: CPU-only (docs/BACKENDS.md)
+    case OpKind::kScale:
+    case OpKind::kSoftcap:
       return false;
   }
   return false;
@@ -535,6 +538,9 @@ Status VulkanBackend::record(const Graph& graph, NodeId id, std::span<void* cons
     case OpKind::kMoeWeights:
     case OpKind::kMatMulId:
     case OpKind::kMoeSum:
+    case OpKind::kGelu:
+    case OpKind::kScale:
+    case OpKind::kSoftcap:
       break;
   }
   return unsupported("node {} ({} '{}'): the Vulkan backend has no shader for it", id,

@@ -73,6 +73,10 @@ struct AttnRows {
   const float* const* q = nullptr;  // [n_rows] query vectors (rounded to the cache type inside)
   float* const* out = nullptr;      // [n_rows] outputs; a row with an empty window gets zeros
   const int32_t* lens = nullptr;    // [n_rows]
+  // [n_rows] or null (all 0): row r reduces over cells [starts[r], lens[r]) only, a sliding window. The
+  // cells before it are skipped with exactly the arithmetic of a zero weight, and the softmax lanes stay
+  // j % 16 of the index j in `cells`, so a caller that offsets `cells` by a multiple of 16 gets the same bits.
+  const int32_t* starts = nullptr;
   const int32_t* cells = nullptr;   // [max lens] KV cells in position order
   const uint8_t* k = nullptr;       // cell c's head segment at k + c * row_bytes (v likewise)
   const uint8_t* v = nullptr;

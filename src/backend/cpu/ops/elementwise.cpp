@@ -1,6 +1,9 @@
-// Elementwise CPU ops: add, mul (with row broadcast), silu, swiglu, row gathers and RMS norm.
+// Elementwise CPU ops: add, mul (with row broadcast), silu, swiglu, gelu, scale, row gathers and RMS norm.
 #include <cmath>
 #include <cstring>
+#include <vector>
+
+#include "core/fp16.h"
 
 #include "backend/cpu/ops/ops.h"
 #include "quant/kernels/kernel_math.h"
@@ -51,6 +54,57 @@ void swiglu(const float* g, const float* u, int64_t n, float* y, ThreadPool& poo
     int64_t i0, i1;
     split_range(n, ith, nth, &i0, &i1);
     fn(g + i0, u + i0, i1 - i0, y + i0);
+  });
+}
+
+float gelu_tanh(float x) {
+  constexpr float kCoefA = 0.044715f;
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+
+namespace {
+// gelu_tanh at every f16 value, rounded to f16: the table ggml's CPU backend builds at init.
+const std::vector<uint16_t>& gelu_table() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i) t[i] = fp32_to_fp16(gelu_tanh(fp16_to_fp32(static_cast<uint16_t>(i))));
+    return t;
+  }();
+  return table;
+}
+float gelu_lookup(const uint16_t* table, float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return fp16_to_fp32(table[fp32_to_fp16(x)]);
+}
+}  // namespace
+
+float gelu_ggml(float x) { return gelu_lookup(gelu_table().data(), x); }
+
+void gelu(const float* x, int64_t n, float* y, ThreadPool& pool) {
+  const uint16_t* table = gelu_table().data();
+  pool.run([&](int ith, int nth) {
+    int64_t i0, i1;
+    split_range(n, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; ++i) y[i] = gelu_lookup(table, x[i]);
+  });
+}
+
+void scale(const float* x, int64_t n, float s, float* y, ThreadPool& pool) {
+  pool.run([&](int ith, int nth) {
+    int64_t i0, i1;
+    split_range(n, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; ++i) y[i] = x[i] * s;
+  });
+}
+
+void softcap(const float* x, int64_t n, float cap, float* y, ThreadPool& pool) {
+  const float inv = 1.0f / cap;
+  pool.run([&](int ith, int nth) {
+    int64_t i0, i1;
+    split_range(n, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; ++i) y[i] = std::tanh(x[i] * inv) * cap;
   });
 }
 

@@ -31,6 +31,15 @@ void add(const float* a, const float* b, int64_t d, int64_t rows, bool broadcast
 void mul(const float* a, const float* b, int64_t d, int64_t rows, bool broadcast, float* y, ThreadPool& pool);
 void silu(const float* x, int64_t n, float* y, ThreadPool& pool);
 void swiglu(const float* g, const float* u, int64_t n, float* y, ThreadPool& pool);
+// ggml's CPU GELU (tanh approximation, GGML_GELU_FP16): 0 for x <= -10, x for x >= 10, otherwise the
+// formula at x rounded to f16, its result rounded to f16 (ggml reads it from a 64K-entry f16 table).
+// gelu_tanh is the formula itself in f32, as ggml_gelu_f32 writes it; gelu_ggml the rule above for one value.
+float gelu_tanh(float x);
+float gelu_ggml(float x);
+void gelu(const float* x, int64_t n, float* y, ThreadPool& pool);
+void scale(const float* x, int64_t n, float s, float* y, ThreadPool& pool);
+// tanhf(x * (1 / cap)) * cap, ggml's scale -> tanh -> scale for final logit soft-capping.
+void softcap(const float* x, int64_t n, float cap, float* y, ThreadPool& pool);
 inline constexpr int32_t kMaxRopeDims = 1024;
 // Rotary parameters as llama.cpp's ggml_rope_ext takes them (no YaRN): pair i turns by
 // theta_i = freq_scale * (pos * base^(-2i/n_rot) / freq_factors[i]).
@@ -50,9 +59,11 @@ void rope(const float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, co
 // Writes K/V rows (n_tokens rows of kv.row_elems floats) into cells, converting to the cache type.
 void kv_store(const KvLayerView& kv, const float* k, const float* v, const int32_t* cells, int64_t n_tokens,
               ThreadPool& pool);
-// q: {head_dim, n_head, n_tokens} -> out: {head_dim * n_head, n_tokens}.
+// q: {head_dim, n_head, n_tokens} -> out: {head_dim * n_head, n_tokens}. n_swa > 0: each token attends only
+// the cells of its window with pos > its pos - n_swa (a suffix of the window, found from
+// batch.window_positions).
 void attention(const KvLayerView& kv, const BatchView& batch, const float* q, int32_t n_head, int32_t n_head_kv,
-               int32_t head_dim, float scale, float* out, ThreadPool& pool);
+               int32_t head_dim, float scale, int32_t n_swa, float* out, ThreadPool& pool);
 
 // Mixture of experts (graph/ir.h kMoeRoute, kMoeWeights, kMatMulId, kMoeSum). logits: {n_expert, n_tokens}.
 void moe_route(const float* logits, int64_t n_expert, int64_t n_tokens, int32_t n_used, int32_t* ids,

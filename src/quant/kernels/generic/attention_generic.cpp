@@ -36,11 +36,12 @@ void attention_rows(const AttnRows& a) {
     float* out = a.out[r];
     std::fill(out, out + D, 0.0f);
     const int32_t len = a.lens[r];
-    if (len == 0) continue;
+    const int32_t start = a.starts != nullptr ? a.starts[r] : 0;
+    if (len <= start) continue;
     for (int32_t d = 0; d < D; ++d) q[static_cast<size_t>(d)] = E::round(a.q[r][d]);
     e.resize(static_cast<size_t>(len));
     float max_score = -INFINITY;
-    for (int32_t j = 0; j < len; ++j) {
+    for (int32_t j = start; j < len; ++j) {
       const uint8_t* k = a.k + static_cast<size_t>(a.cells[j]) * a.row_bytes;
       float s = 0.0f;
       for (int32_t d = 0; d < D; ++d) s = std::fma(q[static_cast<size_t>(d)], E::load(k, d), s);
@@ -49,13 +50,13 @@ void attention_rows(const AttnRows& a) {
       max_score = std::max(max_score, s);
     }
     float lanes[math::kLanes] = {};
-    for (int32_t j = 0; j < len; ++j) {
+    for (int32_t j = start; j < len; ++j) {
       const float x = math::exp_approx(e[static_cast<size_t>(j)] - max_score);
       e[static_cast<size_t>(j)] = x;
       lanes[j % math::kLanes] += x;
     }
     const float inv = 1.0f / math::lane_tree(lanes);
-    for (int32_t j = 0; j < len; ++j) {
+    for (int32_t j = start; j < len; ++j) {
       const float p = e[static_cast<size_t>(j)] * inv;
       const uint8_t* v = a.v + static_cast<size_t>(a.cells[j]) * a.row_bytes;
       for (int32_t d = 0; d < D; ++d) out[d] = std::fma(p, E::load(v, d), out[d]);
