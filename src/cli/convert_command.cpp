@@ -1,5 +1,5 @@
-// `minfer convert HF_DIR OUT.gguf [--outtype f32|f16|bf16|q8_0|q4_0|...]`: a Hugging Face Qwen2/Qwen3
-// checkpoint to GGUF (library code in tools/convert).
+// `minfer convert HF_DIR OUT.gguf [--outtype f32|f16|bf16|q8_0|q4_0|...]`: a Hugging Face checkpoint
+// (Qwen2/Qwen3/Qwen3-MoE, Llama/Mistral, Gemma 3 text) to GGUF (library code in tools/convert).
 #include <unistd.h>
 
 #include <chrono>
@@ -11,12 +11,14 @@
 
 #include "cli/cli_app.h"
 #include "tools/convert.h"
+#include "tools/convert_plan.h"
 
 namespace minfer::cli {
 
 int convert_command(const Args& args) {
-  CLI::App app("Convert a Hugging Face checkpoint (Qwen2ForCausalLM, Qwen3ForCausalLM) to GGUF as llama.cpp's "
-               "convert_hf_to_gguf.py does.",
+  CLI::App app(fmt::format("Convert a Hugging Face checkpoint ({}) to GGUF as llama.cpp's convert_hf_to_gguf.py "
+                           "does.",
+                           tools::supported_hf_architectures()),
                "minfer convert");
   tools::ConvertOptions options;
   options.n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

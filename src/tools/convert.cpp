@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 
 #include "core/fp16.h"
 #include "gguf/writer.h"
+#include "tools/convert_plan.h"
 #include "tools/hf_spm_vocab.h"
 #include "tools/quantize.h"
 #include "tools/safetensors.h"
@@ -51,25 +53,6 @@ Result<json> read_json(const fs::path& path) {
   return j;
 }
 
-Result<uint32_t> get_u32(const json& cfg, const char* key, std::optional<uint32_t> fallback = std::nullopt) {
-  if (!cfg.contains(key) || cfg[key].is_null()) {
-    if (fallback) return *fallback;
-    return not_found("convert: config.json has no '{}'", key);
-  }
-  if (!cfg[key].is_number_unsigned() || cfg[key].get<uint64_t>() > UINT32_MAX) {
-    return invalid_argument("convert: config.json '{}' is not a non-negative integer", key);
-  }
-  return static_cast<uint32_t>(cfg[key].get<uint64_t>());
-}
-Result<float> get_f32(const json& cfg, const char* key, std::optional<float> fallback = std::nullopt) {
-  if (!cfg.contains(key) || cfg[key].is_null()) {
-    if (fallback) return *fallback;
-    return not_found("convert: config.json has no '{}'", key);
-  }
-  if (!cfg[key].is_number()) return invalid_argument("convert: config.json '{}' is not a number", key);
-  return cfg[key].get<float>();
-}
-
 bool looks_special(const std::string& t) {
   const bool ascii = t.size() >= 4 && t.rfind("<|", 0) == 0 && t.compare(t.size() - 2, 2, "|>") == 0;
   // DeepSeek-style fullwidth bars: <｜ ... ｜>
@@ -86,19 +69,6 @@ std::optional<std::string> special_content(const json& cfg, const std::string& k
   return std::nullopt;
 }
 
-struct Arch {
-  std::string name;  // gguf architecture
-  bool qk_norm = false;
-  bool qkv_bias = false;
-};
-
-// One GGUF tensor and where it comes from.
-struct Planned {
-  std::string hf;
-  std::string gguf;
-  std::vector<int64_t> hf_shape;  // expected, row-major outermost first
-};
-
 float load_elem(const std::string& dtype, const uint8_t* p) {
   if (dtype == "F32") {
     float f;
@@ -110,21 +80,68 @@ float load_elem(const std::string& dtype, const uint8_t* p) {
   return dtype == "F16" ? fp16_to_fp32(h) : bf16_to_fp32(h);
 }
 
-// The tensor's bytes in `target` (F32, F16 or BF16): verbatim when the dtype matches, else converted
-// element by element through f32 (f32 -> f16 / bf16 round to nearest even; bf16 NaN quieted as ggml).
-std::vector<uint8_t> cast_tensor(const StTensor& t, DType target) {
+void store_elem(const std::string& dtype, float f, uint8_t* p) {
+  if (dtype == "F32") {
+    std::memcpy(p, &f, 4);
+    return;
+  }
+  const uint16_t h = dtype == "F16" ? fp32_to_fp16(f) : fp32_to_bf16(f);
+  std::memcpy(p, &h, 2);
+}
+
+// `bytes` (elements of safetensors `dtype`) in `target` (F32, F16 or BF16): verbatim when the dtype
+// matches, else converted element by element through f32 (f32 -> f16 / bf16 round to nearest even).
+void append_cast(const std::string& dtype, std::span<const uint8_t> bytes, DType target, std::vector<uint8_t>* out) {
   const std::string want = target == DType::F32 ? "F32" : target == DType::F16 ? "F16" : "BF16";
-  if (t.dtype == want) return std::vector<uint8_t>(t.data.begin(), t.data.end());
-  const size_t in_size = safetensors_dtype_size(t.dtype);
-  const size_t n = t.data.size() / in_size;
-  std::vector<uint8_t> out(n * (target == DType::F32 ? 4 : 2));
-  for (size_t i = 0; i < n; ++i) {
-    const float f = load_elem(t.dtype, t.data.data() + i * in_size);
-    if (target == DType::F32) {
-      std::memcpy(out.data() + i * 4, &f, 4);
+  if (dtype == want) {
+    out->insert(out->end(), bytes.begin(), bytes.end());
+    return;
+  }
+  const size_t in_size = safetensors_dtype_size(dtype), out_size = target == DType::F32 ? 4 : 2;
+  const size_t n = bytes.size() / in_size, base = out->size();
+  out->resize(base + n * out_size);
+  for (size_t i = 0; i < n; ++i) store_elem(want, load_elem(dtype, bytes.data() + i * in_size), out->data() + base + i * out_size);
+}
+
+// One source after its row operation, still in the source dtype (so a cast afterwards rounds once, as
+// convert_hf_to_gguf.py's torch code does).
+std::vector<uint8_t> source_rows(const PlannedTensor& p, const StTensor& t) {
+  const size_t rows = static_cast<size_t>(p.hf_shape[0]);
+  const size_t row_bytes = t.data.size() / rows;
+  const size_t kept = p.keep_rows >= 0 ? static_cast<size_t>(p.keep_rows) : rows;
+  std::vector<uint8_t> out(t.data.begin(), t.data.begin() + static_cast<std::ptrdiff_t>(kept * row_bytes));
+  if (p.op == RowOp::kPermuteQK) {
+    // HF keeps each head's rows as [first halves of the rotated pairs; second halves] (rotate_half);
+    // llama.cpp's llama graph rotates adjacent rows. Row h*hd + 2i + j takes HF row h*hd + j*hd/2 + i.
+    const size_t hd = rows / static_cast<size_t>(p.n_head), half = hd / 2;
+    for (size_t h = 0; h < static_cast<size_t>(p.n_head); ++h) {
+      for (size_t i = 0; i < half; ++i) {
+        for (size_t j = 0; j < 2; ++j) {
+          std::memcpy(out.data() + (h * hd + 2 * i + j) * row_bytes, t.data.data() + (h * hd + j * half + i) * row_bytes,
+                      row_bytes);
+        }
+      }
+    }
+  } else if (p.op == RowOp::kNormOffset) {
+    const size_t es = safetensors_dtype_size(t.dtype);
+    for (size_t i = 0; i < out.size() / es; ++i) store_elem(t.dtype, load_elem(t.dtype, out.data() + i * es) + 1.0f, out.data() + i * es);
+  }
+  return out;
+}
+
+// The planned tensor's bytes in `target`: computed values, or the sources (stacked) after their row op.
+std::vector<uint8_t> planned_tensor_bytes(const PlannedTensor& p, const std::vector<const StTensor*>& srcs, DType target) {
+  std::vector<uint8_t> out;
+  if (srcs.empty()) {
+    append_cast("F32", std::span(reinterpret_cast<const uint8_t*>(p.values.data()), p.values.size() * 4), target, &out);
+    return out;
+  }
+  for (const StTensor* t : srcs) {
+    if (p.op == RowOp::kCopy && p.keep_rows < 0) {
+      append_cast(t->dtype, t->data, target, &out);
     } else {
-      const uint16_t h = target == DType::F16 ? fp32_to_fp16(f) : fp32_to_bf16(f);
-      std::memcpy(out.data() + i * 2, &h, 2);
+      const std::vector<uint8_t> rows = source_rows(p, *t);
+      append_cast(t->dtype, rows, target, &out);
     }
   }
   return out;
@@ -292,16 +309,10 @@ Result<gguf::Metadata> hf_tokenizer_metadata(const std::string& dir) {
 Result<ConvertReport> convert_hf(const ConvertOptions& options) {
   const fs::path root(options.input_dir);
   MINFER_ASSIGN_OR_RETURN(json cfg, read_json(root / "config.json"));
-  if (!cfg.is_object()) return invalid_argument("convert: config.json is not a JSON object");
-  std::string hf_arch;
-  if (cfg.contains("architectures") && cfg["architectures"].is_array() && !cfg["architectures"].empty() &&
-      cfg["architectures"][0].is_string()) {
-    hf_arch = cfg["architectures"][0].get<std::string>();
+  // Refuse an unknown architecture before reading the tokenizer (its message names the architecture).
+  if (auto early = plan_hf_convert(cfg, 1); !early.ok() && early.status().code() == StatusCode::kUnsupported) {
+    return early.status();
   }
-  Arch arch;
-  if (hf_arch == "Qwen2ForCausalLM") arch = {"qwen2", false, true};
-  else if (hf_arch == "Qwen3ForCausalLM") arch = {"qwen3", true, false};
-  else return unsupported("convert: architecture '{}' is not supported (Qwen2ForCausalLM, Qwen3ForCausalLM)", hf_arch.empty() ? "(none in config.json)" : hf_arch);
 
   // Output type: float types are written here; quantized ones go through quantize from an f32 file.
   std::string outtype = options.outtype;
@@ -313,71 +324,38 @@ Result<ConvertReport> convert_hf(const ConvertOptions& options) {
   else if (outtype == "bf16") float_type = DType::BF16;
   else quantized = true;  // validated by quantize (the message lists the valid types)
 
-  MINFER_ASSIGN_OR_RETURN(uint32_t n_embd, get_u32(cfg, "hidden_size"));
-  MINFER_ASSIGN_OR_RETURN(uint32_t n_layer, get_u32(cfg, "num_hidden_layers"));
-  MINFER_ASSIGN_OR_RETURN(uint32_t n_ff, get_u32(cfg, "intermediate_size"));
-  MINFER_ASSIGN_OR_RETURN(uint32_t n_head, get_u32(cfg, "num_attention_heads"));
-  MINFER_ASSIGN_OR_RETURN(uint32_t n_head_kv, get_u32(cfg, "num_key_value_heads", n_head));
-  MINFER_ASSIGN_OR_RETURN(uint32_t n_ctx, get_u32(cfg, "max_position_embeddings"));
-  MINFER_ASSIGN_OR_RETURN(float rope_theta, get_f32(cfg, "rope_theta", 10000.0f));
-  MINFER_ASSIGN_OR_RETURN(float eps, get_f32(cfg, "rms_norm_eps"));
-  if (n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0 || n_layer == 0 || n_embd == 0) {
-    return invalid_argument("convert: config.json head counts / sizes are inconsistent ({} heads, {} kv heads)", n_head, n_head_kv);
-  }
-  const bool has_head_dim = cfg.contains("head_dim") && !cfg["head_dim"].is_null();
-  MINFER_ASSIGN_OR_RETURN(uint32_t head_dim, get_u32(cfg, "head_dim", n_embd / n_head));
-  const bool tied = cfg.contains("tie_word_embeddings") && cfg["tie_word_embeddings"].is_boolean() &&
-                    cfg["tie_word_embeddings"].get<bool>();
   MINFER_ASSIGN_OR_RETURN(gguf::Metadata tok_md, hf_tokenizer_metadata(options.input_dir));
   MINFER_ASSIGN_OR_RETURN(const gguf::Array* tokens, tok_md.get_array("tokenizer.ggml.tokens", gguf::ValueType::STRING));
   const int64_t n_vocab = static_cast<int64_t>(tokens->count);
+  MINFER_ASSIGN_OR_RETURN(ConvertPlan plan, plan_hf_convert(cfg, n_vocab));
+  const std::string hf_arch = cfg["architectures"][0].get<std::string>();
 
   MINFER_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(options.input_dir));
 
-  // The tensor plan, in llama.cpp's names, with the shapes config.json implies.
-  const int64_t q_dim = static_cast<int64_t>(n_head) * head_dim, kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
-  std::vector<Planned> plan;
-  plan.push_back({"model.embed_tokens.weight", "token_embd.weight", {n_vocab, n_embd}});
-  for (uint32_t l = 0; l < n_layer; ++l) {
-    const std::string hf = fmt::format("model.layers.{}.", l), g = fmt::format("blk.{}.", l);
-    plan.push_back({hf + "input_layernorm.weight", g + "attn_norm.weight", {n_embd}});
-    plan.push_back({hf + "self_attn.q_proj.weight", g + "attn_q.weight", {q_dim, n_embd}});
-    if (arch.qkv_bias) plan.push_back({hf + "self_attn.q_proj.bias", g + "attn_q.bias", {q_dim}});
-    plan.push_back({hf + "self_attn.k_proj.weight", g + "attn_k.weight", {kv_dim, n_embd}});
-    if (arch.qkv_bias) plan.push_back({hf + "self_attn.k_proj.bias", g + "attn_k.bias", {kv_dim}});
-    plan.push_back({hf + "self_attn.v_proj.weight", g + "attn_v.weight", {kv_dim, n_embd}});
-    if (arch.qkv_bias) plan.push_back({hf + "self_attn.v_proj.bias", g + "attn_v.bias", {kv_dim}});
-    plan.push_back({hf + "self_attn.o_proj.weight", g + "attn_output.weight", {n_embd, q_dim}});
-    if (arch.qk_norm) {
-      plan.push_back({hf + "self_attn.q_norm.weight", g + "attn_q_norm.weight", {head_dim}});
-      plan.push_back({hf + "self_attn.k_norm.weight", g + "attn_k_norm.weight", {head_dim}});
-    }
-    plan.push_back({hf + "post_attention_layernorm.weight", g + "ffn_norm.weight", {n_embd}});
-    plan.push_back({hf + "mlp.gate_proj.weight", g + "ffn_gate.weight", {n_ff, n_embd}});
-    plan.push_back({hf + "mlp.up_proj.weight", g + "ffn_up.weight", {n_ff, n_embd}});
-    plan.push_back({hf + "mlp.down_proj.weight", g + "ffn_down.weight", {n_embd, n_ff}});
-  }
-  plan.push_back({"model.norm.weight", "output_norm.weight", {n_embd}});
-  if (!tied) plan.push_back({"lm_head.weight", "output.weight", {n_vocab, n_embd}});
-
   std::set<std::string> used;
-  for (const Planned& p : plan) {
-    const StTensor* t = ckpt.find(p.hf);
-    if (t == nullptr) return not_found("convert: missing tensor '{}' (needed for {})", p.hf, p.gguf);
-    if (t->shape != p.hf_shape) {
-      return invalid_argument("convert: tensor '{}' has shape [{}], config.json implies [{}]", p.hf, fmt::join(t->shape, ", "),
-                              fmt::join(p.hf_shape, ", "));
+  for (const PlannedTensor& p : plan.tensors) {
+    for (const std::string& hf : p.hf) {
+      const StTensor* t = ckpt.find(hf);
+      if (t == nullptr) return not_found("convert: missing tensor '{}' (needed for {})", hf, p.gguf);
+      if (t->shape != p.hf_shape) {
+        return invalid_argument("convert: tensor '{}' has shape [{}], config.json implies [{}]", hf, fmt::join(t->shape, ", "),
+                                fmt::join(p.hf_shape, ", "));
+      }
+      if (t->dtype != "F32" && t->dtype != "F16" && t->dtype != "BF16") {
+        return unsupported("convert: tensor '{}' has dtype {}; supported source dtypes: F32, F16, BF16", hf, t->dtype);
+      }
+      used.insert(hf);
     }
-    if (t->dtype != "F32" && t->dtype != "F16" && t->dtype != "BF16") {
-      return unsupported("convert: tensor '{}' has dtype {}; supported source dtypes: F32, F16, BF16", p.hf, t->dtype);
+    if (p.op == RowOp::kPermuteQK && (p.n_head <= 0 || p.hf_shape[0] % (2 * p.n_head) != 0)) {
+      return invalid_argument("convert: tensor '{}' has {} rows, not a multiple of 2 x {} heads", p.hf[0], p.hf_shape[0],
+                              p.n_head);
     }
-    used.insert(p.hf);
   }
+  const std::set<std::string> dropped(plan.dropped.begin(), plan.dropped.end());
   for (const auto& [name, t] : ckpt.tensors()) {
-    if (used.count(name)) continue;
+    if (used.count(name) || dropped.count(name)) continue;
     if (name.find("rotary_emb.inv_freq") != std::string::npos) continue;  // recomputed from rope_theta
-    if (tied && name == "lm_head.weight") continue;                        // the embedding doubles as output
-    return unsupported("convert: unexpected tensor '{}' for {} (not a dense Qwen weight)", name, hf_arch);
+    return unsupported("convert: unexpected tensor '{}' for {}", name, hf_arch);
   }
 
   gguf::Writer w;
@@ -385,53 +363,28 @@ Result<ConvertReport> convert_hf(const ConvertOptions& options) {
   std::string name = options.name;
   if (name.empty()) name = fs::absolute(root).lexically_normal().filename().string();
   if (name.empty()) name = fs::absolute(root).lexically_normal().parent_path().filename().string();
-  const std::string a = arch.name;
+  const std::string a = plan.arch;
   md.set("general.architecture", gguf::Value::string(a));
   md.set("general.type", gguf::Value::string("model"));
   md.set("general.name", gguf::Value::string(name));
-  md.set(a + ".block_count", gguf::Value::u32(n_layer));
-  md.set(a + ".context_length", gguf::Value::u32(n_ctx));
-  md.set(a + ".embedding_length", gguf::Value::u32(n_embd));
-  md.set(a + ".feed_forward_length", gguf::Value::u32(n_ff));
-  md.set(a + ".attention.head_count", gguf::Value::u32(n_head));
-  md.set(a + ".attention.head_count_kv", gguf::Value::u32(n_head_kv));
-  md.set(a + ".rope.freq_base", gguf::Value::f32(rope_theta));
-  md.set(a + ".attention.layer_norm_rms_epsilon", gguf::Value::f32(eps));
-  if (arch.qk_norm || has_head_dim) {
-    md.set(a + ".attention.key_length", gguf::Value::u32(head_dim));
-    md.set(a + ".attention.value_length", gguf::Value::u32(head_dim));
-  }
-  if (cfg.contains("rope_scaling") && cfg["rope_scaling"].is_object()) {
-    const json& rs = cfg["rope_scaling"];
-    const std::string type = rs.value("rope_type", rs.value("type", ""));
-    if (type == "yarn") {
-      md.set(a + ".rope.scaling.type", gguf::Value::string("yarn"));
-      if (rs.contains("factor") && rs["factor"].is_number()) md.set(a + ".rope.scaling.factor", gguf::Value::f32(rs["factor"].get<float>()));
-      if (rs.contains("original_max_position_embeddings") && rs["original_max_position_embeddings"].is_number_unsigned()) {
-        md.set(a + ".rope.scaling.original_context_length",
-               gguf::Value::u32(rs["original_max_position_embeddings"].get<uint32_t>()));
-      }
-    } else if (!type.empty() && type != "default") {
-      return unsupported("convert: rope_scaling type '{}' is not supported (yarn only)", type);
-    }
-  }
+  for (const auto& [key, value] : plan.md.entries()) md.set(key, value);
   const uint32_t ftype = float_type == DType::F32 ? 0 : float_type == DType::F16 ? 1 : 32;
   md.set("general.file_type", gguf::Value::u32(ftype));
   md.set("general.quantization_version", gguf::Value::u32(2));
   for (const auto& [key, value] : tok_md.entries()) md.set(key, value);
 
-  for (const Planned& p : plan) {
-    const StTensor* t = ckpt.find(p.hf);
-    std::vector<int64_t> ne(p.hf_shape.rbegin(), p.hf_shape.rend());  // ggml order: fastest first
-    const DType type = p.hf_shape.size() == 1 ? DType::F32 : float_type;
-    MINFER_RETURN_IF_ERROR(w.add_tensor(p.gguf, type, std::move(ne), [t, type]() -> Result<std::vector<uint8_t>> {
-      return cast_tensor(*t, type);
+  for (const PlannedTensor& p : plan.tensors) {
+    std::vector<const StTensor*> srcs;
+    for (const std::string& hf : p.hf) srcs.push_back(ckpt.find(hf));
+    const DType type = p.keep_f32 ? DType::F32 : float_type;
+    MINFER_RETURN_IF_ERROR(w.add_tensor(p.gguf, type, p.gguf_ne(), [srcs, &p, type]() -> Result<std::vector<uint8_t>> {
+      return planned_tensor_bytes(p, srcs, type);
     }));
   }
 
   ConvertReport report;
   report.arch = a;
-  report.n_tensors = plan.size();
+  report.n_tensors = plan.tensors.size();
   report.n_vocab = static_cast<size_t>(n_vocab);
   if (!quantized) {
     uint64_t bytes = 0;

@@ -1,7 +1,8 @@
 // `minfer convert`: a Hugging Face checkpoint folder (config.json, safetensors, tokenizer.json,
-// tokenizer_config.json) to a GGUF file with the metadata and tensor names llama.cpp's
-// convert_hf_to_gguf.py writes for Qwen2ForCausalLM and Qwen3ForCausalLM (dense). Other architectures
-// are refused by name. Output: f32 / f16 / bf16 (2-D weights cast round-to-nearest-even, 1-D tensors
+// tokenizer_config.json) to a GGUF file with the metadata, tensor names and tensor bytes llama.cpp's
+// convert_hf_to_gguf.py writes for Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM,
+// LlamaForCausalLM / MistralForCausalLM and Gemma3ForCausalLM (tools/convert_plan.h says what each
+// becomes). Other architectures are refused by name. Output: f32 / f16 / bf16 (2-D weights cast round-to-nearest-even, 1-D tensors
 // kept f32), or any `minfer quantize` type through its encoders and rules.
 //
 //   tools::ConvertOptions o{.input_dir = "Qwen3-0.6B", .output = "qwen3-0.6b-f16.gguf", .outtype = "f16"};
@@ -28,7 +29,7 @@ struct ConvertOptions {
 };
 
 struct ConvertReport {
-  std::string arch;  // "qwen2" | "qwen3"
+  std::string arch;  // the GGUF architecture: "qwen2" | "qwen3" | "qwen3moe" | "llama" | "gemma3"
   size_t n_tensors = 0;
   uint64_t bytes_out = 0;
   size_t n_vocab = 0;

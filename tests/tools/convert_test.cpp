@@ -418,12 +418,17 @@ TEST_F(Convert, RefusesBadInputsByName) {
   // An unknown architecture.
   write_safetensors(ckpt + "/model.safetensors", make_weights(true, "BF16", true, 5));
   json cfg = make_config(true, true);
+  cfg["architectures"] = {"MixtralForCausalLM"};
+  write_text(ckpt + "/config.json", cfg.dump());
+  expect_refused("architecture 'MixtralForCausalLM' is not supported");
+  // A known architecture whose config.json does not fit the weights: dense Qwen3 weights as Llama (q/k
+  // norms unexpected) or as Qwen3-MoE (no expert counts).
   cfg["architectures"] = {"LlamaForCausalLM"};
   write_text(ckpt + "/config.json", cfg.dump());
-  expect_refused("architecture 'LlamaForCausalLM' is not supported");
+  expect_refused("unexpected tensor 'model.layers.0.self_attn.k_norm.weight' for LlamaForCausalLM");
   cfg["architectures"] = {"Qwen3MoeForCausalLM"};
   write_text(ckpt + "/config.json", cfg.dump());
-  expect_refused("Qwen3MoeForCausalLM");
+  expect_refused("config.json has no 'num_experts'");
   // A shape config.json does not imply.
   cfg = make_config(true, true);
   cfg["intermediate_size"] = 96;
