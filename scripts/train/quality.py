@@ -6,7 +6,9 @@ For each type: `minfer quantize` from the F16 file, `minfer perplexity` (PPL; th
 file, the others report mean KLD and top-1 agreement against it), and llama.cpp's PPL computed from the
 peer's per-token log-softmax with llama-perplexity's definitions (tests/parity/perplexity/make_refs.py).
 
-    python3 scripts/train/quality.py build/release/src/cli/minfer ../shared/peer/llamacpp-peer.mjs [WORK_DIR]
+    python3 scripts/train/quality.py build/release/src/cli/minfer ../shared/peer/llamacpp-peer.mjs [WORK_DIR] [PEER_TYPES]
+PEER_TYPES (default: all, comma separated) limits the llama.cpp runs, one peer process per 512-token chunk
+(184 chunks: 5-30 minutes per type on 2 cores).
 Prints the Markdown table rows and writes WORK_DIR/quality.json.
 """
 import json
@@ -45,13 +47,15 @@ def check_tokenizer_prefix(minfer, peer, model, text, work):
 def main():
     minfer, peer = sys.argv[1], sys.argv[2]
     work = sys.argv[3] if len(sys.argv) > 3 else "build/quality"
+    peer_types = [t for t in sys.argv[4].split(",") if t] if len(sys.argv) > 4 else TYPES
     os.makedirs(work, exist_ok=True)
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
     f16 = os.path.join(root, "models", "trained", "tinyqwen3-8m-f16.gguf")
     text_path = os.path.join(root, "models", "trained", "heldout.txt")
     text = open(text_path, encoding="utf-8").read()
     base = os.path.join(work, "f16.kld")
-    check_tokenizer_prefix(minfer, peer, f16, text, work)
+    if peer_types:
+        check_tokenizer_prefix(minfer, peer, f16, text, work)
     rows = []
     for t in TYPES:
         model = f16 if t == "f16" else os.path.join(work, f"tinyqwen3-8m-{t}.gguf")
@@ -62,17 +66,17 @@ def main():
         if t != "f16":
             args.append("--kl-divergence")
         got = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
-        t0 = time.time()
-        tokens = minfer_tokens(minfer, model, text_path)
-        n_chunk = len(tokens) // N_CTX
-        nll = []
-        for c in range(n_chunk):
-            chunk = tokens[c * N_CTX:(c + 1) * N_CTX]
-            lsm = make_refs.peer_logsoftmax(peer, model, chunk, work)
-            nll += [-lsm[j][chunk[j + 1]] for j in range(N_CTX // 2, N_CTX - 1)]
-        peer_ppl, peer_unc = make_refs.ppl_estimate(nll)
-        row = {"type": t, "size_mb": os.path.getsize(model) / 1e6, "peer_ppl": peer_ppl, "peer_unc": peer_unc,
-               "peer_seconds": time.time() - t0}
+        row = {"type": t, "size_mb": os.path.getsize(model) / 1e6}
+        if t in peer_types:
+            t0 = time.time()
+            tokens = minfer_tokens(minfer, model, text_path)
+            nll = []
+            for c in range(len(tokens) // N_CTX):
+                chunk = tokens[c * N_CTX:(c + 1) * N_CTX]
+                lsm = make_refs.peer_logsoftmax(peer, model, chunk, work)
+                nll += [-lsm[j][chunk[j + 1]] for j in range(N_CTX // 2, N_CTX - 1)]
+            row["peer_ppl"], row["peer_unc"] = make_refs.ppl_estimate(nll)
+            row["peer_seconds"] = time.time() - t0
         if t == "f16":
             row.update(ppl=got["ppl"], ppl_unc=got["ppl_uncertainty"], n_chunk=got["n_chunk"])
         else:
@@ -87,8 +91,8 @@ def main():
     for r in rows:
         kld = f"{r['kld']:.5f} ± {r['kld_unc']:.5f}" if "kld" in r else "(base)"
         same = f"{100 * r['same_top']:.2f} %" if "same_top" in r else "(base)"
-        print(f"| {r['type']} | {r['size_mb']:.1f} | {r['ppl']:.3f} ± {r['ppl_unc']:.3f} | "
-              f"{r['peer_ppl']:.3f} ± {r['peer_unc']:.3f} | {kld} | {same} |")
+        peer_ppl = f"{r['peer_ppl']:.3f} ± {r['peer_unc']:.3f}" if "peer_ppl" in r else "not run"
+        print(f"| {r['type']} | {r['size_mb']:.1f} | {r['ppl']:.3f} ± {r['ppl_unc']:.3f} | {peer_ppl} | {kld} | {same} |")
 
 
 if __name__ == "__main__":
