@@ -56,6 +56,7 @@ def main():
     base = os.path.join(work, "f16.kld")
     if peer_types:
         check_tokenizer_prefix(minfer, peer, f16, text, work)
+        tokens = minfer_tokens(minfer, f16, text_path)  # one vocabulary for every type: tokenized once
     rows = []
     for t in TYPES:
         model = f16 if t == "f16" else os.path.join(work, f"tinyqwen3-8m-{t}.gguf")
@@ -69,7 +70,6 @@ def main():
         row = {"type": t, "size_mb": os.path.getsize(model) / 1e6}
         if t in peer_types:
             t0 = time.time()
-            tokens = minfer_tokens(minfer, model, text_path)
             nll = []
             for c in range(len(tokens) // N_CTX):
                 chunk = tokens[c * N_CTX:(c + 1) * N_CTX]
