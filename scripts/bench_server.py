@@ -8,9 +8,10 @@ Scenarios (all by default):
   prefix       two requests sharing a 1,000-token system prefix: TTFT of the second over the first
 
 Usage: scripts/bench_server.py --url http://127.0.0.1:8080 [--scenario concurrency|admission|prefix|all]
-       [--prompt-tokens 128] [--gen-tokens 128] [--requests 2] [--json]
+       [--prompt-tokens 128] [--gen-tokens 128] [--requests 2] [--clients 1,4,8] [--text FILE] [--json]
 Prompts are token ids drawn from [1000, 30000) with a per-request salt, so no two requests share a prefix
-unless a scenario wants them to.
+unless a scenario wants them to; with --text, about 4 characters per prompt token cut from FILE at a place
+that depends on the salt (for a trained model with a small vocabulary, e.g. models/trained/heldout.txt).
 """
 import argparse
 import http.client
@@ -30,7 +31,15 @@ def percentile(values, q):
     return s[k]
 
 
+TEXT = None  # --text: prompts cut from a real text instead of ids (a trained model's own language)
+
+
 def prompt_ids(n, salt):
+    """A prompt of about n tokens: ids spread over a 30k vocabulary, or with --text about 4n characters of the
+    text starting at a place that depends on salt (a trained model then continues real language)."""
+    if TEXT is not None:
+        start = (salt * 7919) % max(1, len(TEXT) - 4 * n)
+        return TEXT[start:start + 4 * n]
     return [1000 + (i * 7919 + salt * 104729) % 29000 for i in range(n)]
 
 
@@ -130,10 +139,11 @@ def summarize(results, wall):
 
 def scenario_concurrency(args):
     out = {}
-    for n in (1, 4, 8):
+    for n in args.clients:
         res, wall = run_clients(args.url, n, args.requests, args.prompt_tokens, args.gen_tokens, salt0=n * 100000)
         out[str(n)] = summarize(res, wall)
-    out["throughput_4_over_1"] = round(out["4"]["tok_s"] / out["1"]["tok_s"], 2) if out["1"]["tok_s"] else None
+    if "1" in out and "4" in out:
+        out["throughput_4_over_1"] = round(out["4"]["tok_s"] / out["1"]["tok_s"], 2) if out["1"]["tok_s"] else None
     return out
 
 
@@ -182,8 +192,15 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--gen-tokens", type=int, default=128)
     ap.add_argument("--requests", type=int, default=2, help="requests per client in the concurrency scenario")
+    ap.add_argument("--clients", default="1,4,8", help="client counts of the concurrency scenario")
+    ap.add_argument("--text", help="cut prompts from this text file instead of using synthetic ids")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    args.clients = [int(c) for c in args.clients.split(",") if c]
+    if args.text:
+        global TEXT
+        with open(args.text, encoding="utf-8") as f:
+            TEXT = f.read()
     report = {}
     if args.scenario in ("concurrency", "all"):
         report["concurrency"] = scenario_concurrency(args)
@@ -197,11 +214,12 @@ def main():
     if "concurrency" in report:
         print("| clients | requests | failed | gen tokens | tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |")
         print("|---|---|---|---|---|---|---|")
-        for n in ("1", "4", "8"):
+        for n in map(str, args.clients):
             s = report["concurrency"][n]
             print(f"| {n} | {s['requests']} | {s['failed']} | {s['tokens']} | {s['tok_s']} | "
                   f"{s['ttft_p50_ms']} / {s['ttft_p99_ms']} | {s['itl_p50_ms']} / {s['itl_p99_ms']} |")
-        print(f"aggregate throughput, 4 clients / 1 client: {report['concurrency']['throughput_4_over_1']}x")
+        if "throughput_4_over_1" in report["concurrency"]:
+            print(f"aggregate throughput, 4 clients / 1 client: {report['concurrency']['throughput_4_over_1']}x")
     if "admission" in report:
         a = report["admission"]
         print(f"ITL p99: 1 client {a['one_client']['itl_p99_ms']} ms; 4 clients while a 2,000-token prompt is "

@@ -3,18 +3,21 @@
 # minfer at its best level and at MINFER_CPU_ISA=avx2, against the peer's best backend and, where the
 # CPU has them, its one-backend `icelake` (AVX-512 VNNI, no AMX) and `haswell` (AVX2) homes.
 # Prints per round pp/tg tok/s and the ratios the done-when of issue 18 asks for, with the CPU name.
-# Usage: scripts/bench_vs_peer.sh [--big] [--only "M ..."] [--rounds N] [--threads N] [--pp N] [--tg N] [--minfer BIN]
+# Usage: scripts/bench_vs_peer.sh [--big] [--only "M ..."] [--best-only] [--rounds N] [--threads N] [--pp N] [--tg N]
+#        [--minfer BIN]
 #   --big: also the 7B/8B/30B-A3B Q4_K_M files (scripts/make_bench_models.sh --big): pp256/tg32 for the
 #   7B, pp512/tg32 for the 8B and the 30B-A3B (issue 24's targets).
 #   --only: just these models (names of models/bench/*.gguf without .gguf).
+#   --best-only: only minfer's best level against the peer's best backend (no avx2 / haswell / icelake rows).
 # Needs models/bench/ (scripts/make_bench_models.sh) and node; installs missing peer homes (npm, once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rounds=2 threads=2 pp=512 tg=128 big=0 only="" minfer=build/release/src/cli/minfer
+rounds=2 threads=2 pp=512 tg=128 big=0 only="" best_only=0 minfer=build/release/src/cli/minfer
 while [ $# -gt 0 ]; do
   case "$1" in
     --big) big=1 ;;
     --only) only="$2"; shift ;;
+    --best-only) best_only=1 ;;
     --rounds) rounds="$2"; shift ;;
     --threads) threads="$2"; shift ;;
     --pp) pp="$2"; shift ;;
@@ -42,6 +45,7 @@ best_variant="$(LLAMACPP_PEER_HOME="$best_home" node "$P" info "models/bench/qwe
 peers=("best:$best_variant=$best_home")
 want_variants=(haswell)
 grep -qw avx512f <<<"$flags" && want_variants=(icelake haswell)
+[ "$best_only" = 1 ] && want_variants=()
 for v in "${want_variants[@]}"; do
   [ "$v" = "$best_variant" ] && continue
   home="$HOME/.cache/llamacpp-peer-$v"
@@ -52,7 +56,7 @@ done
 best_isa="$("$minfer" bench models/bench/qwen2.5-0.5b-q4_0.gguf -p 0 -n 1 -r 1 -t 1 -o json 2>/dev/null |
   sed -n 's/.*"isa": "\([^"]*\)".*/\1/p' | head -1)"
 minfers=("minfer-$best_isa=")
-[ "$best_isa" != "avx2" ] && minfers+=("minfer-avx2=avx2")
+[ "$best_isa" != "avx2" ] && [ "$best_only" = 0 ] && minfers+=("minfer-avx2=avx2")
 
 models=(qwen2.5-0.5b-q4_0 qwen2.5-0.5b-q8_0 qwen2.5-0.5b-q4_k_m qwen3-0.6b-q8_0)
 [ "$big" = 1 ] && models+=(qwen2.5-7b-q4_k_m llama-3.1-8b-q4_k_m qwen3-30b-a3b-q4_k_m)
@@ -66,7 +70,7 @@ ts_of() { node -e '
 
 echo "# $cpu (family $fam model $mod), $threads threads, $(date -u +%F)"
 echo "# peers: ${peers[*]}"
-printf '| round | model | engine | pp%s | tg%s |\n|---|---|---|---|---|\n' "$pp" "$tg"
+printf '| round | model | engine | pp%s | tg%s (tg32 for the 7B/8B/30B) |\n|---|---|---|---|---|\n' "$pp" "$tg"
 declare -A result
 for ((round = 1; round <= rounds; ++round)); do
   for m in "${models[@]}"; do
@@ -104,7 +108,7 @@ for ((round = 1; round <= rounds; ++round)); do
     read -r pp_ pt <<<"${result["$round,$m,llama.cpp-best:$best_variant"]}"
     a2="${result["$round,$m,minfer-avx2"]:-${result["$round,$m,minfer-$best_isa"]}}"
     read -r ap at <<<"$a2"
-    read -r hp ht <<<"${result["$round,$m,$haswell_peer"]}"
+    read -r hp ht <<<"${result["$round,$m,$haswell_peer"]:-nan nan}"  # none with --best-only
     printf '| %s | %s | %s, %s | %s, %s |\n' "$round" "$m" "$(ratio "$bp" "$pp_")" "$(ratio "$bt" "$pt")" \
       "$(ratio "$ap" "$hp")" "$(ratio "$at" "$ht")"
   done

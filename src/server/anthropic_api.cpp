@@ -23,27 +23,6 @@ using std::chrono::milliseconds;
 constexpr milliseconds kPoll{100};
 constexpr int kPingEveryPolls = 10;  // a `ping` event after about a second without output
 
-const char* kind_of(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::object:
-      return "an object";
-    default:
-      return "a number";
-  }
-}
-
-Err wrong_type(const std::string& field, const char* want, const json& got) {
-  return bad_request(fmt::format("'{}' must be {}, got {}", field, want, kind_of(got)), field);
-}
-
 // Every key of `obj` must be in `allowed`; the first other one is a 400 naming it.
 Err only_keys(const json& obj, const std::string& where, std::initializer_list<const char*> allowed) {
   for (const auto& [key, value] : obj.items()) {

@@ -24,6 +24,13 @@ inline ApiError bad_request(std::string message, std::string param = {}) {
   return ApiError{400, std::move(message), "invalid_request_error", std::move(param)};
 }
 
+// What a JSON value is, for messages: "null", "a boolean", "a string", "an array", "an object",
+// "a number" (floating point) or "an integer".
+const char* json_kind(const nlohmann::ordered_json& v);
+
+// 400 for a request field of the wrong JSON type: "'FIELD' must be WANT, got KIND".
+ApiError wrong_type(const std::string& field, const char* want, const nlohmann::ordered_json& got);
+
 // Maps a library Status to the HTTP error it means for a client: bad input and bounds are 400,
 // kUnavailable is 503 (unavailable_error), anything else 500 (server_error).
 ApiError api_error_from_status(const Status& status);

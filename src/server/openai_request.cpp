@@ -17,38 +17,12 @@ namespace {
 using json = nlohmann::ordered_json;
 using Err = std::optional<ApiError>;
 
-const char* type_name(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::number_float:
-      return "a number";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return "an integer";
-    default:
-      return "a value";
-  }
-}
-
-Err ill_typed(const std::string& field, const char* want, const json& got) {
-  return bad_request(fmt::format("'{}' must be {}, got {}", field, want, type_name(got)), field);
-}
-
 // Field readers: absent or null leaves *out unchanged.
 Err get_number(const json& body, const char* key, double* out, bool* present = nullptr) {
   auto it = body.find(key);
   if (present != nullptr) *present = false;
   if (it == body.end() || it->is_null()) return {};
-  if (!it->is_number()) return ill_typed(key, "a number", *it);
+  if (!it->is_number()) return wrong_type(key, "a number", *it);
   *out = it->get<double>();
   if (!std::isfinite(*out)) return bad_request(fmt::format("'{}' must be finite", key), key);
   if (present != nullptr) *present = true;
@@ -68,7 +42,7 @@ Err get_int(const json& body, const char* key, int64_t* out, bool* present = nul
   if (it == body.end() || it->is_null()) return {};
   if (it->is_number_float()) {
     const double d = it->get<double>();
-    if (d != std::floor(d) || std::abs(d) > 9e15) return ill_typed(key, "an integer", *it);
+    if (d != std::floor(d) || std::abs(d) > 9e15) return wrong_type(key, "an integer", *it);
     *out = static_cast<int64_t>(d);
   } else if (it->is_number_integer()) {
     *out = it->get<int64_t>();
@@ -78,7 +52,7 @@ Err get_int(const json& body, const char* key, int64_t* out, bool* present = nul
                ? std::numeric_limits<int64_t>::max()
                : static_cast<int64_t>(u);
   } else {
-    return ill_typed(key, "an integer", *it);
+    return wrong_type(key, "an integer", *it);
   }
   if (present != nullptr) *present = true;
   return {};
@@ -98,7 +72,7 @@ Err get_int32(const json& body, const char* key, int32_t* out, int64_t lo, int64
 Err get_bool(const json& body, const char* key, bool* out) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return {};
-  if (!it->is_boolean()) return ill_typed(key, "a boolean", *it);
+  if (!it->is_boolean()) return wrong_type(key, "a boolean", *it);
   *out = it->get<bool>();
   return {};
 }
@@ -106,7 +80,7 @@ Err get_bool(const json& body, const char* key, bool* out) {
 Err get_string(const json& body, const char* key, std::string* out) {
   auto it = body.find(key);
   if (it == body.end() || it->is_null()) return {};
-  if (!it->is_string()) return ill_typed(key, "a string", *it);
+  if (!it->is_string()) return wrong_type(key, "a string", *it);
   *out = it->get<std::string>();
   return {};
 }
@@ -181,11 +155,11 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
       if (it->size() > 4)
         return bad_request(fmt::format("'stop' may hold at most 4 strings, got {}", it->size()), "stop");
       for (const auto& v : *it) {
-        if (!v.is_string()) return ill_typed("stop[]", "a string", v);
+        if (!v.is_string()) return wrong_type("stop[]", "a string", v);
         r->stop.push_back(v.get<std::string>());
       }
     } else {
-      return ill_typed("stop", "a string or an array of strings", *it);
+      return wrong_type("stop", "a string or an array of strings", *it);
     }
     for (const auto& st : r->stop)
       if (st.empty()) return bad_request("'stop' strings must not be empty", "stop");
@@ -198,7 +172,7 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
         return bad_request(
             fmt::format("'logit_bias': token id {} is outside the vocabulary [0, {})", id, limits.n_vocab),
             "logit_bias");
-      if (!bias.is_number()) return ill_typed("logit_bias", "a map of token ids to numbers", bias);
+      if (!bias.is_number()) return wrong_type("logit_bias", "a map of token ids to numbers", bias);
       const double v = bias.get<double>();
       if (!(v >= -100.0 && v <= 100.0))
         return bad_request(fmt::format("'logit_bias': bias {} for token {} is outside [-100, 100]", v, id),
@@ -217,11 +191,11 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
     } else if (it->is_array()) {
       for (const auto& pair : *it) {
         if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer())
-          return ill_typed("logit_bias[]", "an [id, bias] pair", pair);
+          return wrong_type("logit_bias[]", "an [id, bias] pair", pair);
         if (auto e = add(pair[0].get<int64_t>(), pair[1])) return e;
       }
     } else {
-      return ill_typed("logit_bias", "an object", *it);
+      return wrong_type("logit_bias", "an object", *it);
     }
   }
 
@@ -241,10 +215,10 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
           get_int32(b, "dry_penalty_last_n", &s.dry_penalty_last_n, -1, std::numeric_limits<int32_t>::max()))
     return e;
   if (auto it = b.find("dry_sequence_breakers"); it != b.end() && !it->is_null()) {
-    if (!it->is_array()) return ill_typed("dry_sequence_breakers", "an array of strings", *it);
+    if (!it->is_array()) return wrong_type("dry_sequence_breakers", "an array of strings", *it);
     s.dry_sequence_breakers.clear();
     for (const auto& v : *it) {
-      if (!v.is_string()) return ill_typed("dry_sequence_breakers[]", "a string", v);
+      if (!v.is_string()) return wrong_type("dry_sequence_breakers[]", "a string", v);
       s.dry_sequence_breakers.push_back(v.get<std::string>());
     }
   }
@@ -260,13 +234,13 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
   json schema;
   bool has_schema = false;
   if (auto it = b.find("json_schema"); it != b.end() && !it->is_null()) {
-    if (!it->is_object()) return ill_typed("json_schema", "an object", *it);
+    if (!it->is_object()) return wrong_type("json_schema", "an object", *it);
     schema = *it;
     has_schema = true;
   }
   std::string format_type = "text";
   if (auto it = b.find("response_format"); it != b.end() && !it->is_null()) {
-    if (!it->is_object()) return ill_typed("response_format", "an object", *it);
+    if (!it->is_object()) return wrong_type("response_format", "an object", *it);
     auto t = it->find("type");
     if (t == it->end() || !t->is_string())
       return bad_request("'response_format.type' must be a string", "response_format");
@@ -307,7 +281,7 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
 
   if (auto e = get_bool(b, "stream", &r->stream)) return e;
   if (auto it = b.find("stream_options"); it != b.end() && !it->is_null()) {
-    if (!it->is_object()) return ill_typed("stream_options", "an object", *it);
+    if (!it->is_object()) return wrong_type("stream_options", "an object", *it);
     if (auto e = get_bool(*it, "include_usage", &r->include_usage)) return e;
   }
 
@@ -328,7 +302,7 @@ Err normalise_content(const json& msg, size_t i, json* out) {
     *out = *it;
     return {};
   }
-  if (!it->is_array()) return ill_typed(field, "a string or an array of content parts", *it);
+  if (!it->is_array()) return wrong_type(field, "a string or an array of content parts", *it);
   std::string text;
   for (size_t p = 0; p < it->size(); ++p) {
     const json& part = (*it)[p];
@@ -354,7 +328,7 @@ Err normalise_content(const json& msg, size_t i, json* out) {
 
 Err normalise_tool_calls(const json& calls, size_t i, json* out) {
   const std::string field = fmt::format("messages[{}].tool_calls", i);
-  if (!calls.is_array()) return ill_typed(field, "an array", calls);
+  if (!calls.is_array()) return wrong_type(field, "an array", calls);
   *out = json::array();
   for (size_t c = 0; c < calls.size(); ++c) {
     const json& call = calls[c];
@@ -377,15 +351,15 @@ Err normalise_tool_calls(const json& calls, size_t i, json* out) {
 Err parse_messages(const json& b, OpenAiRequest* r) {
   auto it = b.find("messages");
   if (it == b.end()) return bad_request("'messages' is required", "messages");
-  if (!it->is_array()) return ill_typed("messages", "an array", *it);
+  if (!it->is_array()) return wrong_type("messages", "an array", *it);
   if (it->empty()) return bad_request("'messages' must not be empty", "messages");
   for (size_t i = 0; i < it->size(); ++i) {
     const json& m = (*it)[i];
     const std::string field = fmt::format("messages[{}]", i);
-    if (!m.is_object()) return ill_typed(field, "an object", m);
+    if (!m.is_object()) return wrong_type(field, "an object", m);
     auto role_it = m.find("role");
     if (role_it == m.end()) return bad_request(fmt::format("'{}.role' is required", field), "messages");
-    if (!role_it->is_string()) return ill_typed(field + ".role", "a string", *role_it);
+    if (!role_it->is_string()) return wrong_type(field + ".role", "a string", *role_it);
     std::string role = role_it->get<std::string>();
     if (role == "developer") role = "system";
     if (role != "system" && role != "user" && role != "assistant" && role != "tool")
@@ -409,7 +383,7 @@ Err parse_messages(const json& b, OpenAiRequest* r) {
     }
     for (const char* key : {"tool_call_id", "name", "reasoning_content"}) {
       if (auto f = m.find(key); f != m.end() && !f->is_null()) {
-        if (!f->is_string()) return ill_typed(fmt::format("{}.{}", field, key), "a string", *f);
+        if (!f->is_string()) return wrong_type(fmt::format("{}.{}", field, key), "a string", *f);
         out[key] = *f;
       }
     }
@@ -420,11 +394,11 @@ Err parse_messages(const json& b, OpenAiRequest* r) {
 
 Err parse_tools(const json& b, OpenAiRequest* r) {
   if (auto it = b.find("tools"); it != b.end() && !it->is_null()) {
-    if (!it->is_array()) return ill_typed("tools", "an array", *it);
+    if (!it->is_array()) return wrong_type("tools", "an array", *it);
     for (size_t i = 0; i < it->size(); ++i) {
       const json& t = (*it)[i];
       const std::string field = fmt::format("tools[{}]", i);
-      if (!t.is_object()) return ill_typed(field, "an object", t);
+      if (!t.is_object()) return wrong_type(field, "an object", t);
       if (t.contains("type") && (!t["type"].is_string() || t["type"] != "function"))
         return bad_request(fmt::format("'{}.type' must be \"function\"", field), "tools");
       if (!t.contains("function") || !t["function"].is_object())
@@ -498,7 +472,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const RequestL
   out->chat.tools = out->tools;
   out->chat.add_generation_prompt = true;
   if (auto it = b.find("chat_template_kwargs"); it != b.end() && !it->is_null()) {
-    if (!it->is_object()) return ill_typed("chat_template_kwargs", "an object", *it);
+    if (!it->is_object()) return wrong_type("chat_template_kwargs", "an object", *it);
     for (const auto& [k, v] : it->items()) out->chat.extra[k] = v;
   }
   return {};
@@ -537,7 +511,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Re
       out->prompt_is_tokens = true;
     }
   } else {
-    return ill_typed("prompt", "a string or an array of token ids", *it);
+    return wrong_type("prompt", "a string or an array of token ids", *it);
   }
   if (auto e = parse_common(b, limits, out)) return e;
   // Legacy logprobs: an integer 0..5 (we allow up to 20).

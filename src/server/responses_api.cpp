@@ -27,27 +27,6 @@ using std::chrono::milliseconds;
 constexpr milliseconds kPoll{100};
 constexpr size_t kMaxMetadataKeys = 16;
 
-const char* type_name(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::object:
-      return "an object";
-    default:
-      return "a number";
-  }
-}
-
-Err ill_typed(const std::string& field, const char* want, const json& got) {
-  return bad_request(fmt::format("'{}' must be {}, got {}", field, want, type_name(got)), field);
-}
-
 // "resp_<hex>", "msg_<hex>", ...: make_response_id's random part with OpenAI's underscore.
 std::string make_id(const char* prefix) {
   std::string id = make_response_id(prefix);
@@ -81,17 +60,17 @@ Err translate_input(const json& input, json* messages) {
     messages->push_back({{"role", "user"}, {"content", input}});
     return {};
   }
-  if (!input.is_array()) return ill_typed("input", "a string or an array of input items", input);
+  if (!input.is_array()) return wrong_type("input", "a string or an array of input items", input);
   std::string pending_reasoning;
   // The assistant message that consecutive function_call items extend (index into *messages), or -1.
   int64_t open_calls = -1;
   for (size_t i = 0; i < input.size(); ++i) {
     const json& item = input[i];
     const std::string field = fmt::format("input[{}]", i);
-    if (!item.is_object()) return ill_typed(field, "an object", item);
+    if (!item.is_object()) return wrong_type(field, "an object", item);
     std::string type = "message";
     if (auto t = item.find("type"); t != item.end()) {
-      if (!t->is_string()) return ill_typed(field + ".type", "a string", *t);
+      if (!t->is_string()) return wrong_type(field + ".type", "a string", *t);
       type = t->get<std::string>();
     }
     if (type == "message") {
@@ -117,7 +96,7 @@ Err translate_input(const json& input, json* messages) {
           text += piece;
         }
       } else {
-        return ill_typed(field + ".content", "a string or an array of content parts", *c);
+        return wrong_type(field + ".content", "a string or an array of content parts", *c);
       }
       for (const auto& [k, v] : item.items()) {
         if (k != "type" && k != "role" && k != "content" && k != "id" && k != "status")
@@ -192,12 +171,12 @@ Err translate_input(const json& input, json* messages) {
 
 // Responses function tools ({type, name, description, parameters, strict}) -> chat tools.
 Err translate_tools(const json& tools, json* out) {
-  if (!tools.is_array()) return ill_typed("tools", "an array", tools);
+  if (!tools.is_array()) return wrong_type("tools", "an array", tools);
   *out = json::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const json& t = tools[i];
     const std::string field = fmt::format("tools[{}]", i);
-    if (!t.is_object()) return ill_typed(field, "an object", t);
+    if (!t.is_object()) return wrong_type(field, "an object", t);
     const std::string type = t.contains("type") && t["type"].is_string() ? t["type"].get<std::string>() : "";
     if (type != "function")
       return bad_request(fmt::format("'{}.type': tool type '{}' is not supported (only function)", field, type),
@@ -208,10 +187,10 @@ Err translate_tools(const json& tools, json* out) {
     for (const auto& [k, v] : t.items()) {
       if (k == "type" || k == "name" || k == "strict") continue;
       if (k == "description") {
-        if (!v.is_string() && !v.is_null()) return ill_typed(field + ".description", "a string", v);
+        if (!v.is_string() && !v.is_null()) return wrong_type(field + ".description", "a string", v);
         if (v.is_string()) fn["description"] = v;
       } else if (k == "parameters") {
-        if (!v.is_object() && !v.is_null()) return ill_typed(field + ".parameters", "an object", v);
+        if (!v.is_object() && !v.is_null()) return wrong_type(field + ".parameters", "an object", v);
         if (v.is_object()) fn["parameters"] = v;
       } else {
         return bad_request(fmt::format("'{}.{}' is not supported", field, k), field + "." + k);
@@ -243,7 +222,7 @@ Err translate_tool_choice(const json& v, json* out) {
 
 // text: {format: {type: text | json_object | json_schema (name, schema, strict, description)}}.
 Err translate_text(const json& text, json* response_format) {
-  if (!text.is_object()) return ill_typed("text", "an object", text);
+  if (!text.is_object()) return wrong_type("text", "an object", text);
   for (const auto& [k, v] : text.items()) {
     if (k != "format") return bad_request(fmt::format("'text.{}' is not supported", k), "text." + k);
   }
@@ -527,16 +506,16 @@ std::optional<ApiError> translate_responses_request(std::string_view body, const
   json& echo = out->echo;
 
   if (auto it = b.find("model"); it != b.end() && !it->is_null()) {
-    if (!it->is_string()) return ill_typed("model", "a string", *it);
+    if (!it->is_string()) return wrong_type("model", "a string", *it);
     out->model = it->get<std::string>();
     chat["model"] = *it;
   }
   if (auto it = b.find("stream"); it != b.end() && !it->is_null()) {
-    if (!it->is_boolean()) return ill_typed("stream", "a boolean", *it);
+    if (!it->is_boolean()) return wrong_type("stream", "a boolean", *it);
     out->stream = it->get<bool>();
   }
   if (auto it = b.find("store"); it != b.end() && !it->is_null()) {
-    if (!it->is_boolean()) return ill_typed("store", "a boolean", *it);
+    if (!it->is_boolean()) return wrong_type("store", "a boolean", *it);
     out->store = it->get<bool>();
     if (out->store && store.capacity() <= 0)
       return bad_request("'store': the response store is disabled on this server (start it with "
@@ -548,18 +527,18 @@ std::optional<ApiError> translate_responses_request(std::string_view body, const
       return bad_request("'truncation' must be \"disabled\" (the input is never truncated)", "truncation");
   }
   if (auto it = b.find("include"); it != b.end() && !it->is_null()) {
-    if (!it->is_array()) return ill_typed("include", "an array", *it);
+    if (!it->is_array()) return wrong_type("include", "an array", *it);
     if (!it->empty())
       return bad_request(fmt::format("'include': {} is not supported", (*it)[0].dump()), "include");
   }
   echo["user"] = nullptr;
   if (auto it = b.find("user"); it != b.end() && !it->is_null()) {
-    if (!it->is_string()) return ill_typed("user", "a string", *it);
+    if (!it->is_string()) return wrong_type("user", "a string", *it);
     echo["user"] = *it;
   }
   echo["metadata"] = json::object();
   if (auto it = b.find("metadata"); it != b.end() && !it->is_null()) {
-    if (!it->is_object()) return ill_typed("metadata", "an object of strings", *it);
+    if (!it->is_object()) return wrong_type("metadata", "an object of strings", *it);
     if (it->size() > kMaxMetadataKeys)
       return bad_request(fmt::format("'metadata' may hold at most {} keys, got {}", kMaxMetadataKeys, it->size()),
                          "metadata");
@@ -575,13 +554,13 @@ std::optional<ApiError> translate_responses_request(std::string_view body, const
   json messages = json::array();
   echo["instructions"] = nullptr;
   if (auto it = b.find("instructions"); it != b.end() && !it->is_null()) {
-    if (!it->is_string()) return ill_typed("instructions", "a string", *it);
+    if (!it->is_string()) return wrong_type("instructions", "a string", *it);
     echo["instructions"] = *it;
     messages.push_back({{"role", "system"}, {"content", *it}});
     out->n_instruction_messages = 1;
   }
   if (auto it = b.find("previous_response_id"); it != b.end() && !it->is_null()) {
-    if (!it->is_string()) return ill_typed("previous_response_id", "a string", *it);
+    if (!it->is_string()) return wrong_type("previous_response_id", "a string", *it);
     out->previous_response_id = it->get<std::string>();
     auto prev = store.get(out->previous_response_id);
     if (!prev)
@@ -632,7 +611,7 @@ std::optional<ApiError> translate_responses_request(std::string_view body, const
   // text comes back whole as a reasoning item (summary is accepted, there is no summariser).
   echo["reasoning"] = {{"effort", nullptr}, {"summary", nullptr}};
   if (auto it = b.find("reasoning"); it != b.end() && !it->is_null()) {
-    if (!it->is_object()) return ill_typed("reasoning", "an object", *it);
+    if (!it->is_object()) return wrong_type("reasoning", "an object", *it);
     for (const auto& [k, v] : it->items()) {
       if (k == "effort") {
         if (v.is_null()) continue;
