@@ -4,11 +4,11 @@ text (models/trained/heldout.txt), n_ctx 512, all chunks.
 
 For each type: `minfer quantize` from the F16 file, `minfer perplexity` (PPL; the F16 run writes the KLD base
 file, the others report mean KLD and top-1 agreement against it), and llama.cpp's PPL computed from the
-peer's per-token log-softmax with llama-perplexity's definitions (tests/parity/perplexity/make_refs.py).
+peer's per-token log-softmax with llama-perplexity's definitions (tests/parity/perplexity/make_refs.py),
+through peer_nll.mjs, which loads the model once for all chunks.
 
     python3 scripts/train/quality.py build/release/src/cli/minfer ../shared/peer/llamacpp-peer.mjs [WORK_DIR] [PEER_TYPES]
-PEER_TYPES (default: all, comma separated) limits the llama.cpp runs, one peer process per 512-token chunk
-(184 chunks: 5-30 minutes per type on 2 cores).
+PEER_TYPES (default: all, comma separated) limits the llama.cpp runs (184 chunks, a few minutes per type).
 Prints the Markdown table rows and writes WORK_DIR/quality.json.
 """
 import json
@@ -44,6 +44,24 @@ def check_tokenizer_prefix(minfer, peer, model, text, work):
     print("tokenizer: minfer and llama.cpp agree on the held-out text's first 100,000 characters", flush=True)
 
 
+def peer_nll(peer, model, tokens, work):
+    """llama.cpp's NLL of every scored token: peer_nll.mjs (model loaded once) over all chunks, its first
+    chunk checked against the peer's own `logits --all` (one process, full log-softmax rows)."""
+    ids_path = os.path.join(work, "ids.json")
+    with open(ids_path, "w") as f:
+        json.dump(tokens, f)
+    out = subprocess.run(["node", os.path.join(os.path.dirname(os.path.abspath(__file__)), "peer_nll.mjs"), model,
+                          ids_path, str(N_CTX), "1"], check=True, capture_output=True, text=True)
+    nll = json.loads(out.stdout)
+    first = tokens[:N_CTX]
+    lsm = make_refs.peer_logsoftmax(peer, model, first, work)
+    want = [-lsm[j][first[j + 1]] for j in range(N_CTX // 2, N_CTX - 1)]
+    worst = max(abs(a - b) for a, b in zip(nll, want))
+    if worst > 1e-5:  # the peer stores log p in float32: 1e-6 relative at NLLs below 10
+        sys.exit(f"quality: peer_nll.mjs and the peer's logits differ by {worst} on {model}'s first chunk")
+    return nll
+
+
 def main():
     minfer, peer = sys.argv[1], sys.argv[2]
     work = sys.argv[3] if len(sys.argv) > 3 else "build/quality"
@@ -70,11 +88,7 @@ def main():
         row = {"type": t, "size_mb": os.path.getsize(model) / 1e6}
         if t in peer_types:
             t0 = time.time()
-            nll = []
-            for c in range(len(tokens) // N_CTX):
-                chunk = tokens[c * N_CTX:(c + 1) * N_CTX]
-                lsm = make_refs.peer_logsoftmax(peer, model, chunk, work)
-                nll += [-lsm[j][chunk[j + 1]] for j in range(N_CTX // 2, N_CTX - 1)]
+            nll = peer_nll(peer, model, tokens, work)
             row["peer_ppl"], row["peer_unc"] = make_refs.ppl_estimate(nll)
             row["peer_seconds"] = time.time() - t0
         if t == "f16":
