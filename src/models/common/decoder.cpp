@@ -171,25 +171,48 @@ Result<std::vector<backend::WeightSource>> collect_weights(const gguf::File& fil
   return out;
 }
 
+DecoderGraph::DecoderGraph(const std::vector<backend::WeightSource>& weights, const graph::GraphParams& params)
+    : embeddings_(params.embeddings), select_rows_(params.n_outputs != params.n_tokens) {
+  for (const auto& w : weights) by_name_[w.name] = &w;
+  tokens = b.input(InputKind::kTokens, params.n_tokens);
+  positions = b.input(InputKind::kPositions, params.n_tokens);
+  if (select_rows_) out_rows_ = b.input(InputKind::kOutputRows, params.n_outputs);
+}
+
+NodeId DecoderGraph::W(const std::string& name) {
+  const backend::WeightSource* w = by_name_.at(name);
+  return b.weight(name, w->type, w->ne);
+}
+
+void DecoderGraph::keep_output_rows(NodeId* cur, NodeId* residual) {
+  if (!select_rows_) return;
+  *cur = b.get_rows(*cur, out_rows_);
+  *residual = b.get_rows(*residual, out_rows_);
+}
+
+graph::Graph DecoderGraph::finish(NodeId inp, float rms_eps, bool tied_output, float softcap) {
+  b.set_layer(-1);
+  NodeId cur = b.named(b.rms_norm(inp, W("output_norm.weight"), rms_eps), "result_norm");
+  if (!embeddings_) {  // embeddings: the final-norm hidden states are the output; no vocab matmul
+    cur = b.named(b.matmul(W(tied_output ? "token_embd.weight" : "output.weight"), cur), "result_output");
+    if (softcap > 0.0f) cur = b.named(b.softcap(cur, softcap), "result_softcap");
+  }
+  b.output(cur);
+  return b.take();
+}
+
 graph::Graph build_decoder_graph(const HParams& hp, const DecoderOptions& options, bool tied_output,
                                  const std::vector<backend::WeightSource>& weights, const graph::GraphParams& params) {
-  std::unordered_map<std::string, const backend::WeightSource*> by_name;
-  for (const auto& w : weights) by_name[w.name] = &w;
-  GraphBuilder b;
-  auto W = [&](const std::string& name) {
-    const backend::WeightSource* w = by_name.at(name);
-    return b.weight(name, w->type, w->ne);
-  };
+  DecoderGraph g(weights, params);
+  GraphBuilder& b = g.b;
+  auto W = [&g](const std::string& name) { return g.W(name); };
   const int64_t nt = params.n_tokens;
   const int32_t hd = hp.head_dim;
-  const NodeId tokens = b.input(InputKind::kTokens, nt);
-  const NodeId positions = b.input(InputKind::kPositions, nt);
-  const bool select_rows = params.n_outputs != params.n_tokens;
-  const NodeId out_rows = select_rows ? b.input(InputKind::kOutputRows, params.n_outputs) : graph::kNoNode;
+  const NodeId positions = g.positions;
 
   const graph::RopeMode rope_mode = hp.rope_normal ? graph::RopeMode::kNormal : graph::RopeMode::kNeox;
   const NodeId freq_factors = hp.rope_freq_factors.empty() ? graph::kNoNode : W("rope_freqs.weight");
-  NodeId inp = b.named(b.get_rows(W("token_embd.weight"), tokens), "inp_embd");
+  NodeId inp = b.named(b.get_rows(W("token_embd.weight"), g.tokens), "inp_embd");
   for (int32_t l = 0; l < hp.n_layer; ++l) {
     b.set_layer(l);
     const std::string p = fmt::format("blk.{}.", l);
@@ -214,10 +237,7 @@ graph::Graph build_decoder_graph(const HParams& hp, const DecoderOptions& option
                 p + "k_rope");
     const NodeId store = b.named(b.kv_store(l, k, v), p + "kv_store");
     cur = b.named(b.attention(l, q, store, hp.n_head, hp.n_head_kv, hd), p + "attn");
-    if (l == hp.n_layer - 1 && select_rows) {  // only the output rows matter after the last attention
-      cur = b.get_rows(cur, out_rows);
-      inp = b.get_rows(inp, out_rows);
-    }
+    if (l == hp.n_layer - 1) g.keep_output_rows(&cur, &inp);
     cur = b.named(b.matmul(W(p + "attn_output.weight"), cur), p + "attn_out");
     const NodeId ffn_inp = b.named(b.add(cur, inp), p + "ffn_inp");
     cur = b.named(b.rms_norm(ffn_inp, W(p + "ffn_norm.weight"), hp.rms_eps), p + "ffn_norm");
@@ -231,15 +251,7 @@ graph::Graph build_decoder_graph(const HParams& hp, const DecoderOptions& option
     cur = b.named(b.matmul(W(p + "ffn_down.weight"), cur), p + "ffn_down");
     inp = b.named(b.add(cur, ffn_inp), p + "l_out");
   }
-  b.set_layer(-1);
-  NodeId cur = b.named(b.rms_norm(inp, W("output_norm.weight"), hp.rms_eps), "result_norm");
-  if (params.embeddings) {  // the final-norm hidden states are the output (embeddings); no vocab matmul
-    b.output(cur);
-    return b.take();
-  }
-  cur = b.named(b.matmul(W(tied_output ? "token_embd.weight" : "output.weight"), cur), "result_output");
-  b.output(cur);
-  return b.take();
+  return g.finish(inp, hp.rms_eps, tied_output);
 }
 
 }  // namespace minfer::models

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 
 #include "gguf/reader.h"
+#include "graph/builder.h"
 #include "models/model.h"
 
 namespace minfer::models {
@@ -33,6 +35,33 @@ Status read_rope_freqs(const gguf::File& file, HParams* hp);
 // n_expert} and ffn_down_exps {n_ff_exp, n_embd, n_expert}.
 Result<std::vector<backend::WeightSource>> collect_weights(const gguf::File& file, const HParams& hp,
                                                            const DecoderOptions& options, bool* tied_output);
+
+// What every decoder graph starts and ends with, for build_decoder_graph and the families whose blocks differ
+// (gemma3): weights by name, the token and position inputs, the rows kept after the last attention, and the
+// head (final RMSNorm, then the vocabulary matmul unless embeddings are asked for).
+class DecoderGraph {
+ public:
+  DecoderGraph(const std::vector<backend::WeightSource>& weights, const graph::GraphParams& params);
+
+  graph::GraphBuilder b;
+  graph::NodeId tokens = graph::kNoNode;
+  graph::NodeId positions = graph::kNoNode;
+
+  // The weight node of a tensor the loader collected.
+  graph::NodeId W(const std::string& name);
+  // Call once, on the last block, after its attention: only the output rows of *cur and *residual matter
+  // from there on (all rows when every token's logits are wanted).
+  void keep_output_rows(graph::NodeId* cur, graph::NodeId* residual);
+  // result_norm, then result_output (from token_embd when the output is tied) soft-capped to
+  // softcap * tanh(x / softcap) when softcap > 0; with params.embeddings the normed rows are the output.
+  graph::Graph finish(graph::NodeId inp, float rms_eps, bool tied_output, float softcap = 0.0f);
+
+ private:
+  std::unordered_map<std::string, const backend::WeightSource*> by_name_;
+  bool embeddings_ = false;
+  bool select_rows_ = false;
+  graph::NodeId out_rows_ = graph::kNoNode;
+};
 
 // Builds the forward graph: tokens -> logits of the last n_outputs rows (with params.embeddings: their
 // final-norm hidden states, n_embd each).

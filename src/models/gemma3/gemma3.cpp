@@ -14,7 +14,6 @@
 #include "models/gemma3/gemma3.h"
 
 #include <cmath>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -25,7 +24,6 @@ namespace minfer::models {
 namespace {
 
 using graph::GraphBuilder;
-using graph::InputKind;
 using graph::NodeId;
 
 class Gemma3 final : public Model {
@@ -84,22 +82,15 @@ class Gemma3 final : public Model {
 
   Result<graph::Graph> build_graph(const graph::GraphParams& params) const override {
     const HParams& hp = hparams_;
-    std::unordered_map<std::string, const backend::WeightSource*> by_name;
-    for (const auto& w : weights_) by_name[w.name] = &w;
-    GraphBuilder b;
-    auto W = [&](const std::string& name) {
-      const backend::WeightSource* w = by_name.at(name);
-      return b.weight(name, w->type, w->ne);
-    };
+    DecoderGraph g(weights_, params);
+    GraphBuilder& b = g.b;
+    auto W = [&g](const std::string& name) { return g.W(name); };
     const int64_t nt = params.n_tokens;
     const int32_t hd = hp.head_dim;
     const float eps = hp.rms_eps;
-    const NodeId tokens = b.input(InputKind::kTokens, nt);
-    const NodeId positions = b.input(InputKind::kPositions, nt);
-    const bool select_rows = params.n_outputs != params.n_tokens;
-    const NodeId out_rows = select_rows ? b.input(InputKind::kOutputRows, params.n_outputs) : graph::kNoNode;
+    const NodeId positions = g.positions;
 
-    NodeId inp = b.named(b.get_rows(W("token_embd.weight"), tokens), "inp_embd");
+    NodeId inp = b.named(b.get_rows(W("token_embd.weight"), g.tokens), "inp_embd");
     inp = b.named(b.scale(inp, std::sqrt(static_cast<float>(hp.n_embd))), "inp_scaled");
     for (int32_t l = 0; l < hp.n_layer; ++l) {
       b.set_layer(l);
@@ -124,10 +115,7 @@ class Gemma3 final : public Model {
       const NodeId store = b.named(b.kv_store(l, k, v), p + "kv_store");
       cur = b.named(b.attention(l, q, store, hp.n_head, hp.n_head_kv, hd, attn_scale_, local ? hp.n_swa : 0),
                     p + "attn");
-      if (l == hp.n_layer - 1 && select_rows) {  // only the output rows matter after the last attention
-        cur = b.get_rows(cur, out_rows);
-        inp = b.get_rows(inp, out_rows);
-      }
+      if (l == hp.n_layer - 1) g.keep_output_rows(&cur, &inp);
       cur = b.named(b.matmul(W(p + "attn_output.weight"), cur), p + "attn_out");
       cur = b.named(b.rms_norm(cur, W(p + "post_attention_norm.weight"), eps), p + "attn_post_norm");
       const NodeId sa_out = b.named(b.add(cur, inp), p + "sa_out");
@@ -139,16 +127,7 @@ class Gemma3 final : public Model {
       cur = b.named(b.rms_norm(cur, W(p + "post_ffw_norm.weight"), eps), p + "ffn_post_norm");
       inp = b.named(b.add(cur, sa_out), p + "l_out");
     }
-    b.set_layer(-1);
-    NodeId cur = b.named(b.rms_norm(inp, W("output_norm.weight"), eps), "result_norm");
-    if (params.embeddings) {
-      b.output(cur);
-      return b.take();
-    }
-    cur = b.named(b.matmul(W(tied_output_ ? "token_embd.weight" : "output.weight"), cur), "result_output");
-    if (softcap_ > 0.0f) cur = b.named(b.softcap(cur, softcap_), "result_softcap");
-    b.output(cur);
-    return b.take();
+    return g.finish(inp, eps, tied_output_, softcap_);
   }
 
  private:
