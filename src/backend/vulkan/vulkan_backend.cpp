@@ -233,7 +233,7 @@ Result<std::unique_ptr<Buffer>> VulkanBackend::alloc_buffer(size_t bytes) {
   arena->bytes = bytes;
   arena->registry = arenas_;
   MINFER_ASSIGN_OR_RETURN(arena->memory,
-                          vk::DeviceBuffer::create(*dev_, bytes, vk::MemoryKind::kDeviceLocal, "node arena"));
+                          vk::DeviceBuffer::create(*dev_, bytes, vk::MemoryKind::kDeviceLocal, "device buffer"));
   void* r = mmap(nullptr, std::max<size_t>(bytes, 1), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
   if (r == MAP_FAILED)
