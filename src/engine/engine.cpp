@@ -81,9 +81,13 @@ Result<std::unique_ptr<Engine>> Engine::load(const std::string& path, const Engi
                          l, store_backends[i]->name(), kv_backends[i]->name());
     }
   }
-  MINFER_ASSIGN_OR_RETURN(e->kv_, kv::KvCache::create(kvc, kv_backends));
+  auto kv = kv::KvCache::create(kvc, kv_backends);
+  if (!kv.ok()) return offload_failure(plan, kv.status());  // names the layer, K or V, and the bytes
+  e->kv_ = std::move(*kv);
   // The decode plan is built now: its splits go into the placement line, and the first step reuses it.
-  MINFER_ASSIGN_OR_RETURN(const sched::Plan* decode_plan, e->plan_for(graph::GraphParams{1, 1, false}));
+  auto decode = e->plan_for(graph::GraphParams{1, 1, false});
+  if (!decode.ok()) return offload_failure(plan, decode.status());  // the activation arenas' bytes
+  const sched::Plan* decode_plan = *decode;
   const size_t kv_device = plan.device != nullptr ? e->kv_->bytes_on(*plan.device) : 0;
   const std::string kv_where = kv_device == 0                  ? std::string("CPU")
                                : kv_device == e->kv_->bytes() ? std::string(plan.device->name())

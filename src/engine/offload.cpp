@@ -135,6 +135,13 @@ Result<int32_t> resolve_gpu_layers(const OffloadOptions& options, const backend:
   return n;
 }
 
+Status offload_failure(const OffloadPlan& plan, const Status& st) {
+  if (st.ok() || plan.device == nullptr) return st;
+  Status out = st.with_context(fmt::format("offloading {} of {} blocks: ", plan.n_gpu_layers, plan.n_layer));
+  if (st.code() != StatusCode::kOutOfRange) return out;
+  return Status(out.code(), out.message() + "; try a smaller --gpu-layers");
+}
+
 Status register_weights(OffloadPlan& plan, const models::Model& model, sched::Scheduler& scheduler) {
   const std::vector<backend::WeightSource>& weights = model.weights();
   std::set<std::string> on_device;
@@ -146,11 +153,7 @@ Status register_weights(OffloadPlan& plan, const models::Model& model, sched::Sc
       MINFER_LOG_INFO("{}; it stays on the CPU", st.message());
       continue;
     }
-    if (!st.ok()) {
-      Status out = st.with_context(fmt::format("offloading {} of {} blocks: ", plan.n_gpu_layers, plan.n_layer));
-      if (st.code() != StatusCode::kOutOfRange) return out;
-      return Status(out.code(), out.message() + "; try a smaller --gpu-layers");
-    }
+    if (!st.ok()) return offload_failure(plan, st);
     on_device.insert(w.name);
     if (counted.insert(w.data).second) plan.device_weight_bytes += w.n_bytes;
   }

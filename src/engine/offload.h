@@ -72,6 +72,11 @@ Result<int32_t> resolve_gpu_layers(const OffloadOptions& options, const backend:
 // the tensor and the bytes and suggests a smaller --gpu-layers.
 Status register_weights(OffloadPlan& plan, const models::Model& model, sched::Scheduler& scheduler);
 
+// A load step's failure (a weight, the KV cache, the activation arenas) with the offload it happened
+// under: "offloading N of M blocks: ..." when a device is in use, and, for out of memory (kOutOfRange),
+// "; try a smaller --gpu-layers". `st` must already name what was being allocated and its bytes.
+Status offload_failure(const OffloadPlan& plan, const Status& st);
+
 // The scheduler's placement for plan: device only for offloaded layers.
 sched::Scheduler::Placement offload_placement(const OffloadPlan& plan);
 

@@ -5,6 +5,8 @@
 #include <bit>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "backend/cpu/ops/ops.h"
 #include "quant/quant.h"
 
@@ -45,8 +47,17 @@ Result<std::unique_ptr<KvCache>> KvCache::create(const KvConfig& config,
   const size_t region = *row_bytes * static_cast<size_t>(config.n_cells);
   for (int32_t l = 0; l < config.n_layer; ++l) {
     backend::Backend& backend = *per_layer[static_cast<size_t>(l)];
-    MINFER_ASSIGN_OR_RETURN(auto k, backend.alloc_buffer(region));
-    MINFER_ASSIGN_OR_RETURN(auto v, backend.alloc_buffer(region));
+    // An allocation that fails (out of device memory) names the layer, K or V, and the bytes asked for.
+    auto alloc = [&](const char* which) -> Result<std::unique_ptr<backend::Buffer>> {
+      auto b = backend.alloc_buffer(region);
+      if (!b.ok()) {
+        return b.status().with_context(
+            fmt::format("KV cache of layer {}, {}: {} bytes on {}: ", l, which, region, backend.name()));
+      }
+      return b;
+    };
+    MINFER_ASSIGN_OR_RETURN(auto k, alloc("K"));
+    MINFER_ASSIGN_OR_RETURN(auto v, alloc("V"));
     kv->layer_backends_.push_back(&backend);
     kv->layer_host_.push_back(k->host_visible() && v->host_visible());
     if (k->size() != region || v->size() != region) {

@@ -217,7 +217,14 @@ Status Scheduler::allocate(Plan& plan) {
   for (size_t b = 0; b < backends_.size(); ++b) {
     plan.arena_bytes[b] = allocators[b].peak();
     if (plan.arena_bytes[b] > 0) {
-      MINFER_ASSIGN_OR_RETURN(plan.arenas[b], backends_[b]->alloc_buffer(plan.arena_bytes[b]));
+      // Out of (device) memory names what the buffer was for and its bytes.
+      auto arena = backends_[b]->alloc_buffer(plan.arena_bytes[b]);
+      if (!arena.ok()) {
+        return arena.status().with_context(fmt::format("activations of the {}-token plan on {}: {} bytes: ",
+                                                       plan.params.n_tokens, backends_[b]->name(),
+                                                       plan.arena_bytes[b]));
+      }
+      plan.arenas[b] = std::move(*arena);
     }
   }
   for (size_t i = 0; i < g.size(); ++i) {

@@ -124,6 +124,48 @@ TEST(VulkanFaults, OutOfDeviceMemoryAtLoadNamesTheTensorAndTheBytesAndSuggestsFe
   EXPECT_EQ((*e)->n_gpu_layers(), 2);
 }
 
+// The allocations after the weights at load: each layer's K and V cells (layer 0 K, 0 V, 1 K, 1 V), then the
+// decode plan's activation arena, the last one. Out of memory at each names what was being allocated and its
+// bytes and suggests a smaller --gpu-layers, as for a weight.
+TEST(VulkanFaults, OutOfDeviceMemoryForTheKvCacheOrTheActivationsAtLoadNamesThemAndSuggestsFewerLayers) {
+  MINFER_VK_DEVICE_OR_SKIP(device);
+  uint64_t total = 0, kv_region = 0;
+  {
+    DeviceCapture capture;
+    auto e = engine::Engine::load(tiny_path(), offload_all(device));
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    ASSERT_NE(capture.backend, nullptr);
+    total = capture.backend->device().allocations();
+    kv_region = (*e)->kv().bytes() / 4;  // 2 layers x (K, V), all on the device
+  }
+  ASSERT_GE(total, 5u);
+  const std::vector<std::string> expected = {"KV cache of layer 0, K: " + std::to_string(kv_region) + " bytes",
+                                             "KV cache of layer 0, V: " + std::to_string(kv_region) + " bytes",
+                                             "KV cache of layer 1, K: " + std::to_string(kv_region) + " bytes",
+                                             "KV cache of layer 1, V: " + std::to_string(kv_region) + " bytes",
+                                             "activations of the 1-token plan on Vulkan: "};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const auto nth = static_cast<uint32_t>(total - expected.size() + 1 + i);
+    SCOPED_TRACE(nth);
+    DeviceCapture capture(vk::Fault::kOutOfDeviceMemory, nth);
+    auto e = engine::Engine::load(tiny_path(), offload_all(device));
+    ASSERT_FALSE(e.ok());
+    const std::string m = e.status().message();
+    EXPECT_EQ(e.status().code(), StatusCode::kOutOfRange) << m;
+    EXPECT_TRUE(has(m, "offloading 2 of 2 blocks: " + expected[i])) << m;
+    EXPECT_TRUE(std::regex_search(m, std::regex("cannot allocate [0-9]+ bytes on .*VK_ERROR_OUT_OF_DEVICE_MEMORY")))
+        << m;
+    EXPECT_TRUE(has(m, "; try a smaller --gpu-layers")) << m;
+    if (i + 1 == expected.size()) {  // the arena's bytes, stated once in the context and once by the device
+      std::smatch match;
+      ASSERT_TRUE(std::regex_search(m, match, std::regex("on Vulkan: ([0-9]+) bytes: .*cannot allocate ([0-9]+) bytes")))
+          << m;
+      EXPECT_EQ(match[1].str(), match[2].str()) << m;
+      EXPECT_GT(std::stoull(match[1].str()), 0u) << m;
+    }
+  }
+}
+
 #ifdef MINFER_BINARY
 // The same through the binary: MINFER_TEST_VULKAN_FAULT arms the fault from outside (a documented test
 // hook), `minfer run` prints the message and exits non-zero.

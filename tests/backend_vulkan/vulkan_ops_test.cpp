@@ -1,9 +1,12 @@
 // Every Vulkan shader against the CPU backend (and, for matmul, a double-precision oracle) on awkward
-// shapes: odd rows, rows that are not a multiple of 256, 1, 7 and 9 tokens (9 crosses the 8-token
-// matrix-vector chunk), and tensors read through several bound windows. Each tolerance says its cause.
+// shapes: odd rows, rows that are not a multiple of 256, 1, 7 and 9 tokens (9 and more run the tiled
+// matrix-matrix shader, which must give the matrix-vector shader's bits), and tensors read through several
+// bound windows. Each tolerance says its cause.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "backend_vulkan/vulkan_harness.h"
@@ -60,19 +63,12 @@ struct MatmulShape {
 
 class VulkanMatmul : public ::testing::TestWithParam<MatmulShape> {};
 
-TEST_P(VulkanMatmul, MatchesOracleAndCpu) {
-  MINFER_VK_OR_SKIP(vk);
-  const auto [type, k, n, m] = GetParam();
-  const std::vector<uint8_t> w = make_weight(type, k, n, 11 + static_cast<uint64_t>(k * n));
-  const std::vector<float> x = random_floats(static_cast<size_t>(k * m), 7 + static_cast<uint64_t>(m));
-  OpCase c;
-  const auto wid = c.add_weight("w", type, {k, n, 1, 1}, w.data(), w.size());
-  const auto xid = c.add_activation(x, {k, m, 1, 1});
-  c.add_op(op_node(OpKind::kMatMul, {wid, xid}, {n, m, 1, 1}));
-  const std::vector<float> got = run_vulkan(*vk, c);
-  const std::vector<float> cpu = run_cpu(c);
+// Checks Vulkan's matmul output `got` (m tokens x n rows) against a double-precision oracle and the CPU's
+// `cpu`, with the bounds below.
+void expect_matmul_close(DType type, int64_t k, int64_t n, int64_t m, const std::vector<uint8_t>& w,
+                         const std::vector<float>& x, const std::vector<float>& got, const std::vector<float>& cpu) {
   ASSERT_EQ(got.size(), static_cast<size_t>(n * m));
-
+  ASSERT_EQ(cpu.size(), static_cast<size_t>(n * m));
   const size_t rb = *row_bytes(type, k);
   std::vector<float> wrow(static_cast<size_t>(k));
   const DType act = quant::vec_dot_type(type);
@@ -114,7 +110,8 @@ TEST_P(VulkanMatmul, MatchesOracleAndCpu) {
         }
       }
       // Both sides accumulate k products in f32 in their own order: at most k * 2^-24 * sum|w x| each
-      // (the classic gamma_k bound), so 2k * 2^-24 between them, plus a floor for sums that cancel to 0.
+      // (the classic gamma_k bound; the shaders' order is 64 fma chains of k/64 then a 6-level tree), so
+      // 2k * 2^-24 between them, plus a floor for sums that cancel to 0.
       const double acc_err = 2.0 * static_cast<double>(k) * std::ldexp(1.0, -24) * sum_abs + 1e-30;
       const size_t at = static_cast<size_t>(t * n + r);
       ASSERT_NEAR(got[at], exact, acc_err / 2 + std::ldexp(std::fabs(exact), -24))
@@ -122,6 +119,20 @@ TEST_P(VulkanMatmul, MatchesOracleAndCpu) {
       ASSERT_NEAR(got[at], cpu[at], acc_err + act_err) << "cpu, row " << r << " token " << t;
     }
   }
+}
+
+TEST_P(VulkanMatmul, MatchesOracleAndCpu) {
+  MINFER_VK_OR_SKIP(vk);
+  const auto [type, k, n, m] = GetParam();
+  const std::vector<uint8_t> w = make_weight(type, k, n, 11 + static_cast<uint64_t>(k * n));
+  const std::vector<float> x = random_floats(static_cast<size_t>(k * m), 7 + static_cast<uint64_t>(m));
+  OpCase c;
+  const auto wid = c.add_weight("w", type, {k, n, 1, 1}, w.data(), w.size());
+  const auto xid = c.add_activation(x, {k, m, 1, 1});
+  c.add_op(op_node(OpKind::kMatMul, {wid, xid}, {n, m, 1, 1}));
+  const std::vector<float> got = run_vulkan(*vk, c);
+  const std::vector<float> cpu = run_cpu(c);
+  expect_matmul_close(type, k, n, m, w, x, got, cpu);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -145,31 +156,95 @@ INSTANTIATE_TEST_SUITE_P(
       return fmt::format("{}_k{}_n{}_m{}", dtype_name(p.param.type), p.param.k, p.param.n, p.param.m);
     });
 
+// The tiled matrix-matrix shader (matmat.comp, prefill: more than 8 tokens) against the matrix-vector one
+// (matvec.comp, up to 8 tokens per dispatch), for every weight type: both compute each output with the same
+// operations in the same order (shaders/matmul.glsl), so they must agree bit for bit whichever runs, at
+// every token count; and each token's result is the same bits at every batch size (a request's greedy
+// output must not depend on the requests sharing its batch). Shapes: rows that are not a multiple of the
+// 8-row tile (and more than one tile), k spanning several 64-unit steps and, for the plain types, not a
+// multiple of 4 (a short last unit); 1, 7, 9, 33 and 64 tokens (partial 32-token tiles, two tiles). Each
+// result is also checked against the oracle and the CPU with expect_matmul_close's bounds.
+struct TiledShape {
+  DType type;
+  int64_t k, n;
+};
+class VulkanMatmulTiled : public ::testing::TestWithParam<TiledShape> {};
+
+TEST_P(VulkanMatmulTiled, EqualsMatvecBitwiseAtEveryBatchSizeAndMatchesCpu) {
+  MINFER_VK_OR_SKIP(vk);
+  const auto [type, k, n] = GetParam();
+  const int64_t max_m = 64;
+  const std::vector<uint8_t> w = make_weight(type, k, n, 13 + static_cast<uint64_t>(k * n));
+  const std::vector<float> x = random_floats(static_cast<size_t>(k * max_m), 17 + static_cast<uint64_t>(k));
+  std::vector<float> first_run;  // the 64-token tiled result, the reference for every other run's tokens
+  for (int64_t m : {max_m, int64_t{1}, int64_t{7}, int64_t{9}, int64_t{33}}) {
+    SCOPED_TRACE(m);
+    const std::vector<float> xm(x.begin(), x.begin() + k * m);
+    OpCase c;
+    const auto wid = c.add_weight("w", type, {k, n, 1, 1}, w.data(), w.size());
+    const auto xid = c.add_activation(xm, {k, m, 1, 1});
+    c.add_op(op_node(OpKind::kMatMul, {wid, xid}, {n, m, 1, 1}));
+    vk->set_matvec_max_tokens(0);  // tiled, whatever m
+    const std::vector<float> tiled = run_vulkan(*vk, c);
+    vk->set_matvec_max_tokens(UINT32_MAX);  // matrix-vector, 8 tokens per dispatch
+    const std::vector<float> matvec = run_vulkan(*vk, c);
+    vk->set_matvec_max_tokens(8);  // the default choice
+    ASSERT_EQ(tiled.size(), static_cast<size_t>(n * m));
+    ASSERT_EQ(matvec.size(), tiled.size());
+    if (first_run.empty()) first_run = tiled;
+    for (size_t i = 0; i < tiled.size(); ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(tiled[i]), std::bit_cast<uint32_t>(matvec[i]))
+          << "token " << i / static_cast<size_t>(n) << " row " << i % static_cast<size_t>(n) << ": tiled "
+          << tiled[i] << " matvec " << matvec[i];
+      ASSERT_EQ(std::bit_cast<uint32_t>(tiled[i]), std::bit_cast<uint32_t>(first_run[i]))
+          << "token " << i / static_cast<size_t>(n) << " differs from the 64-token batch";
+    }
+    if (m == max_m || m == 9) expect_matmul_close(type, k, n, m, w, xm, tiled, run_cpu(c));
+  }
+  vk->set_matvec_max_tokens(8);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, VulkanMatmulTiled,
+    ::testing::Values(TiledShape{DType::F32, 301, 13}, TiledShape{DType::F16, 259, 9},
+                      TiledShape{DType::BF16, 130, 17}, TiledShape{DType::Q8_0, 416, 17},
+                      TiledShape{DType::Q4_0, 416, 9}, TiledShape{DType::Q4_1, 288, 33},
+                      TiledShape{DType::Q5_0, 416, 7}, TiledShape{DType::Q5_1, 288, 11},
+                      TiledShape{DType::Q4_K, 768, 13}, TiledShape{DType::Q5_K, 512, 9},
+                      TiledShape{DType::Q6_K, 768, 11}),
+    [](const ::testing::TestParamInfo<TiledShape>& p) {
+      return fmt::format("{}_k{}_n{}", dtype_name(p.param.type), p.param.k, p.param.n);
+    });
+
 // A weight wider than one binding: windows of 4 KiB (as if maxStorageBufferRange were that small) split the
 // rows into chunks. Same arithmetic per row, so the result equals the unwindowed run bit for bit.
 TEST(VulkanOps, MatmulThroughWindowsEqualsOneBinding) {
   MINFER_VK_OR_SKIP(vk);
-  const int64_t k = 256, n = 300, m = 3;
+  const int64_t k = 256, n = 300;
   const std::vector<uint8_t> w = make_weight(DType::Q4_0, k, n, 5);
-  OpCase c;
-  const auto wid = c.add_weight("w", DType::Q4_0, {k, n, 1, 1}, w.data(), w.size());
-  const auto xid = c.add_activation(random_floats(static_cast<size_t>(k * m), 9), {k, m, 1, 1});
-  c.add_op(op_node(OpKind::kMatMul, {wid, xid}, {n, m, 1, 1}));
-  const std::vector<float> whole = run_vulkan(*vk, c);
-  vk->set_max_binding_bytes(4096);
-  const std::vector<float> windowed = run_vulkan(*vk, c);
-  ASSERT_EQ(whole.size(), windowed.size());
-  for (size_t i = 0; i < whole.size(); ++i) ASSERT_EQ(whole[i], windowed[i]) << i;
+  for (int64_t m : {3, 40}) {  // matvec; tiled (40 tokens, 3 per 4 KiB window)
+    OpCase c;
+    const auto wid = c.add_weight("w", DType::Q4_0, {k, n, 1, 1}, w.data(), w.size());
+    const auto xid = c.add_activation(random_floats(static_cast<size_t>(k * m), 9), {k, m, 1, 1});
+    c.add_op(op_node(OpKind::kMatMul, {wid, xid}, {n, m, 1, 1}));
+    vk->set_max_binding_bytes(0);
+    const std::vector<float> whole = run_vulkan(*vk, c);
+    vk->set_max_binding_bytes(4096);
+    const std::vector<float> windowed = run_vulkan(*vk, c);
+    ASSERT_EQ(whole.size(), windowed.size());
+    for (size_t i = 0; i < whole.size(); ++i) ASSERT_EQ(whole[i], windowed[i]) << "m " << m << " " << i;
+  }
 }
 
-// A token's result does not depend on how many tokens share the dispatch (1 vs 7 vs 9).
+// A token's result does not depend on how many tokens share the dispatch (1 vs 7 vs 9 and 33, which run
+// the tiled shader).
 TEST(VulkanOps, MatmulTokenResultIndependentOfBatch) {
   MINFER_VK_OR_SKIP(vk);
   const int64_t k = 160, n = 11;
   const std::vector<uint8_t> w = make_weight(DType::Q8_0, k, n, 3);
-  const std::vector<float> x = random_floats(static_cast<size_t>(k * 9), 4);
+  const std::vector<float> x = random_floats(static_cast<size_t>(k * 33), 4);
   std::vector<std::vector<float>> outs;
-  for (int64_t m : {1, 7, 9}) {
+  for (int64_t m : {1, 7, 9, 33}) {
     OpCase c;
     const auto wid = c.add_weight("w", DType::Q8_0, {k, n, 1, 1}, w.data(), w.size());
     const auto xid = c.add_activation(std::vector<float>(x.begin(), x.begin() + k * m), {k, m, 1, 1});
@@ -179,6 +254,7 @@ TEST(VulkanOps, MatmulTokenResultIndependentOfBatch) {
   for (int64_t r = 0; r < n; ++r) {
     ASSERT_EQ(outs[0][static_cast<size_t>(r)], outs[1][static_cast<size_t>(r)]);
     ASSERT_EQ(outs[0][static_cast<size_t>(r)], outs[2][static_cast<size_t>(r)]);
+    ASSERT_EQ(outs[0][static_cast<size_t>(r)], outs[3][static_cast<size_t>(r)]);
   }
 }
 

@@ -102,6 +102,10 @@ class Device {
   // worker), which is how tests arm a fault mid-generation; one fault is armed at a time.
   void inject_fault(Fault fault, uint32_t nth = 1);
   Fault take_fault(Fault kind);  // `kind` when its armed countdown reaches this event (then disarmed)
+  // Device memory allocations asked for so far (each one an event kOutOfDeviceMemory's nth counts), so a
+  // test can aim a fault at a given allocation of a load.
+  uint64_t allocations() const { return allocations_.load(); }
+  void count_allocation() { allocations_.fetch_add(1); }
   // Non-ok once the device is lost (after a timeout or VK_ERROR_DEVICE_LOST).
   const Status& lost() const { return lost_; }
 
@@ -125,6 +129,7 @@ class Device {
   // The armed fault and how many matching events remain until it fires, packed in one word so that
   // arming from another thread is a single atomic store: (countdown << 8) | Fault.
   std::atomic<uint64_t> fault_{0};
+  std::atomic<uint64_t> allocations_{0};
   Status lost_;
   void mark_lost(std::string_view call, VkResult r);
 };

@@ -59,6 +59,7 @@ Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::create(Device& dev, size_t b
   mai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
   mai.allocationSize = req.size;
   mai.memoryTypeIndex = type;
+  dev.count_allocation();
   VkResult r = dev.take_fault(Fault::kOutOfDeviceMemory) != Fault::kNone
                    ? VK_ERROR_OUT_OF_DEVICE_MEMORY
                    : api.vkAllocateMemory(dev.handle(), &mai, nullptr, &b->memory_);

@@ -22,6 +22,9 @@ using graph::OpKind;
 
 constexpr uint32_t kWorkgroup = 64;  // threads per workgroup; a multiple of every subgroup size up to 64
 constexpr uint32_t kMaxCols = 8;     // tokens per matrix-vector dispatch (MAX_COLS in the shaders)
+constexpr uint32_t kMatmatWorkgroup = 256;  // matmat.comp: MM_LANES x TG threads
+constexpr uint64_t kTileRows = 8;           // TR in matmat.comp
+constexpr uint64_t kTileTokens = 32;        // TT in matmat.comp
 
 // Every type the CPU computes has a path in matvec.comp and get_rows.comp.
 bool matrix_type(DType t) {
@@ -40,6 +43,9 @@ int64_t rows_of(const graph::Shape& ne) {
 // Push constant blocks, field for field as the shaders declare them.
 struct MatvecPush {
   uint32_t k, n, row0, rows, row_bytes, w_skip, x_skip, y_skip;
+};
+struct MatmatPush {
+  uint32_t k, n, row0, rows, row_bytes, w_skip, x_skip, y_skip, m, row_tiles;
 };
 struct GetRowsPush {
   uint32_t d, n, row_bytes, row_lo, row_hi, src_skip, ids_skip, dst_skip;
@@ -233,7 +239,7 @@ Result<std::unique_ptr<Buffer>> VulkanBackend::alloc_buffer(size_t bytes) {
   arena->bytes = bytes;
   arena->registry = arenas_;
   MINFER_ASSIGN_OR_RETURN(arena->memory,
-                          vk::DeviceBuffer::create(*dev_, bytes, vk::MemoryKind::kDeviceLocal, "node arena"));
+                          vk::DeviceBuffer::create(*dev_, bytes, vk::MemoryKind::kDeviceLocal, "device buffer"));
   void* r = mmap(nullptr, std::max<size_t>(bytes, 1), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
   if (r == MAP_FAILED)
@@ -311,11 +317,18 @@ Status VulkanBackend::matmul(const Weight& w, const Tensor& x, const Tensor& y, 
   if (max_rows == 0) {
     return unsupported("one weight row ({} bytes) exceeds a binding", w.row_bytes);
   }
-  // Tokens per dispatch: up to kMaxCols, fewer when their activations or outputs would not fit a binding.
-  const uint64_t max_cols = std::min<uint64_t>(kMaxCols, (max_binding() - align - 4) / (std::max(k, n) * 4));
-  if (max_cols == 0) {
+  // Tokens one binding holds (activations and outputs).
+  const uint64_t per_binding = (max_binding() - align - 4) / (std::max(k, n) * 4);
+  if (per_binding == 0) {
     return unsupported("one token's activations ({} floats) exceed a binding", std::max(k, n));
   }
+  // More than matvec_max_tokens_ tokens: the tiled shader, as many tokens per dispatch as a binding holds;
+  // else matvec.comp, up to kMaxCols per dispatch. Both compute each output with the same operations in
+  // the same order (shaders/matmul.glsl), so which one runs never changes a bit; a device that cannot run
+  // 256-thread workgroups (Vulkan guarantees 128) runs matvec.comp at every size, with the same results.
+  const bool tiled = static_cast<uint64_t>(m) > matvec_max_tokens_ &&
+                     dev_->info().max_workgroup_invocations >= kMatmatWorkgroup;
+  const uint64_t max_cols = tiled ? per_binding : std::min<uint64_t>(kMaxCols, per_binding);
   for (uint64_t row0 = 0; row0 < n; row0 += max_rows) {
     const uint64_t rows = std::min(max_rows, n - row0);
     MINFER_ASSIGN_OR_RETURN(
@@ -326,6 +339,16 @@ Status VulkanBackend::matmul(const Weight& w, const Tensor& x, const Tensor& y, 
                               bind({x.buffer, x.offset + static_cast<uint64_t>(t0) * k * 4}, cols * k * 4));
       MINFER_ASSIGN_OR_RETURN(vk::Window yw,
                               bind({y.buffer, y.offset + static_cast<uint64_t>(t0) * n * 4}, cols * n * 4));
+      if (tiled) {
+        MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p, pipeline("matmat", 3, sizeof(MatmatPush),
+                                                                {kMatmatWorkgroup, static_cast<uint32_t>(w.type)}));
+        const uint64_t row_tiles = (rows + kTileRows - 1) / kTileRows;
+        const MatmatPush push{u32(k),        u32(n),           u32(row0),        u32(rows),
+                              u32(w.row_bytes), u32(ww.skip),  u32(xw.skip / 4), u32(yw.skip / 4),
+                              cols,          u32(row_tiles)};
+        MINFER_RETURN_IF_ERROR(dispatch(*p, {ww, xw, yw}, &push, row_tiles * ((cols + kTileTokens - 1) / kTileTokens)));
+        continue;
+      }
       MINFER_ASSIGN_OR_RETURN(
           const vk::Pipeline* p,
           pipeline("matvec", 3, sizeof(MatvecPush), {kWorkgroup, static_cast<uint32_t>(w.type), cols}));

@@ -87,6 +87,9 @@ class VulkanBackend final : public Backend {
   // Test hook: bind windows of at most `bytes` (a multiple of 16), as if maxStorageBufferRange were that
   // small, so the windowed paths run on small tensors. 0 restores the device's limit.
   void set_max_binding_bytes(uint64_t bytes) { max_binding_override_ = bytes; }
+  // Test hook: a matmul of more than `n` tokens runs the tiled shader (matmat.comp), of up to `n` the
+  // matrix-vector one (default 8; 0: always tiled; UINT32_MAX: never). Both give the same bits.
+  void set_matvec_max_tokens(uint32_t n) { matvec_max_tokens_ = n; }
 
   struct Weight {
     DType type = DType::F32;
@@ -133,6 +136,7 @@ class VulkanBackend final : public Backend {
   size_t weight_bytes_ = 0;
   std::shared_ptr<size_t> buffer_bytes_ = std::make_shared<size_t>(0);  // live alloc_buffer() bytes
   uint64_t max_binding_override_ = 0;
+  uint32_t matvec_max_tokens_ = 8;  // kMaxCols
   std::shared_ptr<std::map<uintptr_t, Arena*>> arenas_;  // by base address; shared with the arenas
   // Host data copied for the recorded work (bound inputs, CPU nodes), recycled after each submit.
   std::vector<std::unique_ptr<vk::DeviceBuffer>> ring_;

@@ -1,13 +1,13 @@
 #version 450
 // y[t][r] = dot(W row r, x[t]) for up to NCOLS tokens: the matrix-vector matmul for decode and small
-// batches. One workgroup per weight row: its threads stride over the row (elements for F32/F16/BF16, groups
-// of four dequantized in registers for the quantized types) and the partial sums are reduced with subgroupAdd, then
-// across subgroups in shared memory in subgroup order. Each token's sum is computed the same way whatever
-// NCOLS is, so a token's result does not depend on the batch it shares.
+// batches. One workgroup of MM_LANES threads per weight row: thread i is lane i of matmul.glsl's fixed
+// order (its units dequantized in registers, its chain of fma per token), then the tree over the lanes in
+// shared memory. matmat.comp computes every output with the same operations, so a token's result is the
+// same bits whatever the batch and whichever shader ran it.
 #include "common.glsl"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint WG = 64;
+layout(local_size_x = 64) in;  // MM_LANES
+layout(constant_id = 0) const uint WG = 64;  // unused: the lane count is fixed (kept for the host's spec list)
 layout(constant_id = 1) const uint TYPE = 0;
 layout(constant_id = 2) const uint NCOLS = 1;
 
@@ -26,40 +26,34 @@ layout(push_constant) uniform Push {
   uint y_skip;     // floats
 } p;
 
-shared float red[MAX_COLS * MAX_WG];
+#include "matmul.glsl"
+
+shared float red[MAX_COLS * MM_LANES];
 
 void main() {
   const uint rr = group_index();
   if (rr >= p.rows) return;  // whole workgroup: uniform
-  const uint tid = gl_LocalInvocationID.x;
+  const uint lane = gl_LocalInvocationID.x;
   const uint row = p.w_skip + rr * p.row_bytes;
   float acc[NCOLS];
   for (uint j = 0; j < NCOLS; ++j) acc[j] = 0.0;
-  if (IS_PLAIN(TYPE)) {
-    for (uint e = tid; e < p.k; e += WG) {
-      const float wv = LOAD_PLAIN(w, TYPE, row, e);
-      for (uint j = 0; j < NCOLS; ++j) acc[j] = fma(wv, x[p.x_skip + j * p.k + e], acc[j]);
-    }
-  } else {
-    const uint ng = p.k >> 2;
-    for (uint g = tid; g < ng; g += WG) {
-      vec4 wv;
-      DEQUANT4(w, TYPE, row, g, wv);
-      const uint e0 = dequant4_first(TYPE, g);
+  const uint nu = mm_units();
+  for (uint u = lane; u < nu; u += MM_LANES) {
+    vec4 wv;
+    uint e0, nv;
+    mm_weight(row, u, wv, e0, nv);
+    for (uint j = 0; j < NCOLS; ++j) acc[j] = mm_fma(wv, mm_x(p.x_skip + j * p.k + e0, nv), acc[j], nv);
+  }
+  for (uint j = 0; j < NCOLS; ++j) red[j * MM_LANES + lane] = acc[j];
+  barrier();
+  for (uint s = MM_LANES / 2u; s > 0u; s >>= 1u) {
+    if (lane < s) {
       for (uint j = 0; j < NCOLS; ++j) {
-        const uint xo = p.x_skip + j * p.k + e0;
-        acc[j] += dot(wv, vec4(x[xo], x[xo + 1u], x[xo + 2u], x[xo + 3u]));
+        precise const float v = red[j * MM_LANES + lane] + red[j * MM_LANES + lane + s];
+        red[j * MM_LANES + lane] = v;
       }
     }
+    barrier();
   }
-  for (uint j = 0; j < NCOLS; ++j) {
-    const float s = subgroupAdd(acc[j]);
-    if (subgroupElect()) red[j * MAX_WG + gl_SubgroupID] = s;
-  }
-  barrier();
-  if (tid < NCOLS) {
-    float s = 0.0;
-    for (uint i = 0; i < gl_NumSubgroups; ++i) s += red[tid * MAX_WG + i];
-    y[p.y_skip + tid * p.n + p.row0 + rr] = s;
-  }
+  if (lane < NCOLS) y[p.y_skip + lane * p.n + p.row0 + rr] = red[lane * MM_LANES];
 }
