@@ -89,8 +89,15 @@ std::vector<std::string_view> file_type_names() {
   return out;
 }
 
+bool is_llm_type_70b(std::string_view arch, uint32_t n_layer, uint32_t n_head, uint32_t n_head_kv,
+                     uint32_t n_expert) {
+  if (n_layer != 80) return false;
+  if (arch == "llama") return n_expert != 8 && n_head != n_head_kv;
+  return arch == "qwen2";
+}
+
 std::vector<TensorDecision> choose_tensor_types(const FileType& ft, const std::vector<TensorDesc>& tensors,
-                                                bool pure, int n_expert) {
+                                                bool pure, int n_expert, bool llm_type_70b) {
   bool has_output = false;
   int n_attn_v = 0, n_ffn_down = 0;
   for (const TensorDesc& t : tensors) {
@@ -133,6 +140,10 @@ std::vector<TensorDecision> choose_tensor_types(const FileType& ft, const std::v
         } else if (ft.ftype == kFtypeQ4_K_S && i < 4) {
           nt = DType::Q5_K;
           why = "attn_v in the first 4 layers";
+        }
+        if (llm_type_70b && nt == DType::Q4_K) {  // llama-quantize: 8 heads share each attn_v in the 70B
+          nt = DType::Q5_K;
+          why = "attn_v of a 70B-type model";
         }
         if (n_expert == 8) {  // llama-quantize: "for the 8-expert model, bumping this to Q8_0 trades just ~128MB"
           nt = DType::Q8_0;

@@ -44,7 +44,15 @@ struct TensorDecision {
 // `n_expert` is the model's `<arch>.expert_count` (0 for dense models): expert tensors (ffn_*_exps) follow
 // the rules of their dense names (ffn_down_exps is an ffn_down), the router (ffn_gate_inp) is kept, and
 // llama-quantize's 8-expert rules apply (attn_k and attn_v in Q8_0, attn_output in Q5_K for Q4_K mixes).
+// `llm_type_70b`: llama.cpp classifies the model as LLM_TYPE_70B (is_llm_type_70b); llama-quantize then puts
+// attn_v in Q5_K where its mix would give Q4_K (Q4_K_S / Q4_K_M files).
 std::vector<TensorDecision> choose_tensor_types(const FileType& ft, const std::vector<TensorDesc>& tensors,
-                                                bool pure = false, int n_expert = 0);
+                                                bool pure = false, int n_expert = 0, bool llm_type_70b = false);
+
+// llama.cpp's LLM_TYPE_70B among the architectures minfer runs: `llama` with 80 layers, grouped-query
+// attention and not 8 experts (Llama 2/3.x 70B; 80 layers without GQA is its 65B), and `qwen2` with 80
+// layers (Qwen2/Qwen2.5 72B).
+bool is_llm_type_70b(std::string_view arch, uint32_t n_layer, uint32_t n_head, uint32_t n_head_kv,
+                     uint32_t n_expert);
 
 }  // namespace minfer::quant

@@ -3,6 +3,7 @@
 #include "tools/quantize.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -35,6 +36,29 @@ bool is_float_source(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
+// Layer of "blk.N.*" as sscanf("blk.%d.") reads it, or -1.
+int layer_key(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  int v = 0;
+  size_t i = 4;
+  if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) v = v * 10 + (name[i++] - '0');
+  return v;
+}
+
+// The order llama-quantize writes tensors in: its loader's weights map, sorted by layer (tensors outside
+// the blocks first), then by name. Writing the same order (and the metadata as below) makes the whole
+// output file byte-identical to llama-quantize's, not only each tensor.
+std::vector<size_t> llama_quantize_order(const std::vector<gguf::TensorInfo>& tensors) {
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const int la = layer_key(tensors[a].name), lb = layer_key(tensors[b].name);
+    return la != lb ? la < lb : tensors[a].name < tensors[b].name;
+  });
+  return order;
+}
+
 }  // namespace
 
 Result<QuantizeReport> quantize_model(const QuantizeOptions& options) {
@@ -52,41 +76,53 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& options) {
     }
   }
 
-  std::vector<quant::TensorDesc> descs;
-  for (const gguf::TensorInfo& t : file->tensors()) {
+  const std::vector<size_t> order = llama_quantize_order(file->tensors());
+  std::vector<quant::TensorDesc> descs;  // in the output order, as llama-quantize counts attn_v / ffn_down
+  for (size_t i : order) {
+    const gguf::TensorInfo& t = file->tensors()[i];
     quant::TensorDesc d;
     d.name = t.name;
     d.type = t.type;
     d.n_dims = t.n_dims;
-    for (int i = 0; i < 4; ++i) d.ne[i] = t.ne[static_cast<size_t>(i)];
+    for (int dim = 0; dim < 4; ++dim) d.ne[dim] = t.ne[static_cast<size_t>(dim)];
     descs.push_back(std::move(d));
   }
   int n_expert = 0;  // llama-quantize reads hparams.n_expert (<arch>.expert_count) for its expert rules
+  bool llm_type_70b = false;
   if (file->metadata().contains("general.architecture")) {
-    MINFER_ASSIGN_OR_RETURN(std::string arch, file->metadata().get_string("general.architecture"));
-    MINFER_ASSIGN_OR_RETURN(uint32_t experts, file->metadata().get_u32_or(arch + ".expert_count", 0));
+    const gguf::Metadata& md = file->metadata();
+    MINFER_ASSIGN_OR_RETURN(std::string arch, md.get_string("general.architecture"));
+    MINFER_ASSIGN_OR_RETURN(uint32_t experts, md.get_u32_or(arch + ".expert_count", 0));
     n_expert = static_cast<int>(std::min<uint32_t>(experts, 1u << 20));
+    MINFER_ASSIGN_OR_RETURN(uint32_t n_layer, md.get_u32_or(arch + ".block_count", 0));
+    if (n_layer == 80) {  // only then can the model be llama.cpp's LLM_TYPE_70B
+      MINFER_ASSIGN_OR_RETURN(uint32_t n_head, md.get_u32_or(arch + ".attention.head_count", 0));
+      MINFER_ASSIGN_OR_RETURN(uint32_t n_head_kv, md.get_u32_or(arch + ".attention.head_count_kv", n_head));
+      llm_type_70b = quant::is_llm_type_70b(arch, n_layer, n_head, n_head_kv, experts);
+    }
   }
   const std::vector<quant::TensorDecision> decisions =
-      quant::choose_tensor_types(*ft, descs, options.pure, n_expert);
+      quant::choose_tensor_types(*ft, descs, options.pure, n_expert, llm_type_70b);
 
   gguf::Writer writer;
+  // llama-quantize copies every key, then sets general.quantization_version and general.file_type (gguf
+  // moves a key it sets to the end, so these two come last, in this order, for every output type), then
+  // drops the split keys.
   for (const auto& [key, value] : file->metadata().entries()) {
     if (key.rfind("split.", 0) == 0) continue;  // the output is one file
+    if (key == "general.quantization_version" || key == "general.file_type") continue;
     writer.metadata().set(key, value);
   }
+  writer.metadata().set("general.quantization_version", gguf::Value::u32(2));  // GGML_QNT_VERSION
   writer.metadata().set("general.file_type", gguf::Value::u32(ft->ftype));
-  if (ft->base != DType::F32 && ft->base != DType::F16 && ft->base != DType::BF16) {
-    writer.metadata().set("general.quantization_version", gguf::Value::u32(2));
-  }
 
   QuantizeReport report;
   std::vector<uint64_t> done_bytes;  // output bytes after each tensor, for progress
   report.file_type = ft->ftype;
   report.n_tensors = file->tensors().size();
-  for (size_t i = 0; i < file->tensors().size(); ++i) {
-    const gguf::TensorInfo& t = file->tensors()[i];
-    const quant::TensorDecision& d = decisions[i];
+  for (size_t k = 0; k < order.size(); ++k) {
+    const gguf::TensorInfo& t = file->tensors()[order[k]];
+    const quant::TensorDecision& d = decisions[k];
     std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
     report.bytes_in += t.n_bytes;
     if (!d.quantize) {

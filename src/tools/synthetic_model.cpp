@@ -134,10 +134,10 @@ gguf::Writer::Producer llama3_rope_freqs(float base, int64_t head_dim, float fac
 }  // namespace
 
 std::vector<std::string> synthetic_preset_names() {
-  return {"tiny-qwen2", "tiny-qwen3", "tiny-llama", "tiny-llama-tied", "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b",
-          "qwen2.5-7b", "qwen3-8b", "llama-3.2-1b", "llama-3.1-8b", "mistral-7b", "tiny-qwen3-embedding",
-          "qwen3-embedding-0.6b", "tiny-qwen3moe", "qwen3-30b-a3b", "tiny-gemma3", "tiny-gemma3-softcap",
-          "gemma-3-1b", "gemma-3-4b"};
+  return {"tiny-qwen2", "tiny-qwen3", "tiny-llama", "tiny-llama-tied", "tiny-llama-kquant", "qwen2.5-0.5b",
+          "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b", "llama-3.2-1b", "llama-3.1-8b", "mistral-7b",
+          "tiny-qwen3-embedding", "qwen3-embedding-0.6b", "tiny-qwen3moe", "qwen3-30b-a3b", "tiny-gemma3",
+          "tiny-gemma3-softcap", "gemma-3-1b", "gemma-3-4b"};
 }
 
 Result<SyntheticShape> synthetic_preset(const std::string& name) {
@@ -155,6 +155,13 @@ Result<SyntheticShape> synthetic_preset(const std::string& name) {
     s.rms_eps = 1e-5f;
     s.tied_output = name == "tiny-llama-tied";
     s.llama3_rope_factor = name == "tiny-llama" ? 8.0f : 0.0f;
+    return s;
+  }
+  if (name == "tiny-llama-kquant") {
+    // Rows of 256 so llama-quantize's K-quant types apply (tiny-llama's rows of 64 all fall back), 8 layers
+    // so its use_more_bits pattern (layers 0, 3, 6, 7) and first-eighth / first-4 rules each pick some
+    // layers and leave others, and 4 query heads per KV head (GQA 4, as Llama 3.x).
+    s = {"llama", 256, 8, 4, 1, 64, 256, 4096, 10000.0f, 1e-5f, false, -1, 8.0f};
     return s;
   }
   if (name == "llama-3.2-1b") {
@@ -399,7 +406,9 @@ Result<gguf::Writer> make_synthetic_model(const SyntheticOptions& options) {
       for (size_t i = 0; i < t.ne.size(); ++i) d.ne[i] = t.ne[i];
       descs.push_back(std::move(d));
     }
-    decisions = quant::choose_tensor_types(*qtype, descs, /*pure=*/false, static_cast<int>(s.n_expert));
+    decisions = quant::choose_tensor_types(*qtype, descs, /*pure=*/false, static_cast<int>(s.n_expert),
+                                           quant::is_llm_type_70b(s.arch, s.n_layer, s.n_head, s.n_head_kv,
+                                                                  s.n_expert));
   }
   for (size_t i = 0; i < pending.size(); ++i) {
     Pending& t = pending[i];

@@ -45,7 +45,8 @@ struct SyntheticShape {
 };
 
 // Presets: "tiny-qwen2", "tiny-qwen3", "tiny-llama" (untied output, llama3 rope_freqs), "tiny-llama-tied"
-// (tied output, no rope scaling), "tiny-qwen3moe" (8 experts, 2 per token, rows of 256 so K-quants apply),
+// (tied output, no rope scaling), "tiny-llama-kquant" (8 layers, rows of 256 so K-quants apply, GQA 4; for the
+// quantize parity test), "tiny-qwen3moe" (8 experts, 2 per token, rows of 256 so K-quants apply),
 // "qwen3-30b-a3b" (Qwen3-30B-A3B's shape: 128 experts, 8 per token), "qwen2.5-0.5b", "qwen3-0.6b", "qwen2.5-3b", "qwen2.5-7b", "qwen3-8b",
 // "llama-3.2-1b", "llama-3.1-8b", "mistral-7b" (v0.3 shape), "tiny-gemma3" (7 layers: 6 local with a window
 // of 8 positions and global layer 5 with linear RoPE scaling 8, tied output), "tiny-gemma3-softcap" (the same

@@ -162,6 +162,28 @@ TEST(QuantizeRules, Q4KMUpgradesUseMoreBitsLayers) {
   EXPECT_FALSE(find(ts, ds, "output_norm.weight").quantize);
 }
 
+// llama-quantize's LLM_TYPE_70B rule: attn_v that its Q4_K mixes leave in Q4_K becomes Q5_K (Llama 3.x 70B,
+// Qwen2.5-72B: 80 layers); Q6_K layers and the Q5_K mixes are unchanged.
+TEST(QuantizeRules, SeventyBTypeAttnVInQ5K) {
+  EXPECT_TRUE(is_llm_type_70b("llama", 80, 64, 8, 0));
+  EXPECT_FALSE(is_llm_type_70b("llama", 80, 64, 64, 0));  // no GQA: llama.cpp's 65B
+  EXPECT_FALSE(is_llm_type_70b("llama", 80, 64, 8, 8));   // 8 experts: its Mixtral types
+  EXPECT_TRUE(is_llm_type_70b("qwen2", 80, 64, 8, 0));
+  EXPECT_FALSE(is_llm_type_70b("qwen3", 80, 64, 8, 0));
+  EXPECT_FALSE(is_llm_type_70b("llama", 32, 32, 8, 0));
+  const auto ts = qwen_tensors(80, 1024, /*tied=*/false);
+  auto ds = choose_tensor_types(*file_type_from_name("q4_K_M"), ts, false, 0, /*llm_type_70b=*/true);
+  EXPECT_EQ(find(ts, ds, "blk.0.attn_v.weight").type, DType::Q6_K);  // use_more_bits(0, 80)
+  EXPECT_EQ(find(ts, ds, "blk.11.attn_v.weight").type, DType::Q5_K);
+  EXPECT_EQ(find(ts, ds, "blk.11.attn_q.weight").type, DType::Q4_K);
+  EXPECT_EQ(find(ts, ds, "blk.11.ffn_down.weight").type, DType::Q4_K);
+  ds = choose_tensor_types(*file_type_from_name("q4_K_S"), ts, false, 0, true);
+  EXPECT_EQ(find(ts, ds, "blk.0.attn_v.weight").type, DType::Q5_K);
+  EXPECT_EQ(find(ts, ds, "blk.40.attn_v.weight").type, DType::Q5_K);
+  ds = choose_tensor_types(*file_type_from_name("q4_K_M"), ts);
+  EXPECT_EQ(find(ts, ds, "blk.11.attn_v.weight").type, DType::Q4_K);
+}
+
 TEST(QuantizeRules, RowsNotMultipleOf256FallBack) {
   // Qwen2.5-0.5B: n_embd 896 = 3.5 x 256. K-quants fall back as llama-quantize does.
   const auto ts = qwen_tensors(24, 896, /*tied=*/true);

@@ -1,6 +1,6 @@
 // Parity tier: quantizing the f32 fixture models with our reference encoders and llama-quantize's type
 // rules reproduces llama-quantize's output tensor for tensor (type and sha256 of the data bytes, as
-// recorded in ../shared/fixtures/models/manifest.json).
+// recorded in ../shared/fixtures/models/manifest.json), and `minfer quantize` writes its whole file.
 #include <openssl/sha.h>
 
 #include <map>
@@ -15,6 +15,7 @@
 #include "gguf/reader.h"
 #include "quant/quant.h"
 #include "quant/quantize_rules.h"
+#include "tools/quantize.h"
 
 namespace minfer::quant {
 namespace {
@@ -96,6 +97,18 @@ TEST_P(QuantizeParity, MatchesLlamaQuantizeTensorForTensor) {
     ++checked;
   }
   EXPECT_EQ(checked, entry["tensors"].size());
+  // `minfer quantize` itself (tools::quantize_model) writes llama-quantize's whole file: the tensors above in
+  // its order, with its metadata.
+  tools::QuantizeOptions o;
+  o.input = minfer::test::fixture_path("models/" + c.model + "-f32.gguf");
+  o.output = minfer::test::temp_dir() + "/" + out_name;
+  o.type = c.type;
+  o.n_threads = 2;
+  auto report = tools::quantize_model(o);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  const std::string whole = minfer::test::read_file(o.output);
+  EXPECT_EQ(sha256_hex(whole.data(), whole.size()), entry["sha256"].get<std::string>())
+      << out_name << ": the whole file differs from llama-quantize's";
   minfer::test::record_parity_case("quantize", c.model + "-" + c.type);
 }
 

@@ -3,8 +3,8 @@
 // checked against an in-test computation of what convert_hf_to_gguf.py writes (the q/k permutation as
 // transformers' own checkpoint converter defines its inverse, stacked experts, Gemma's +1 in the source
 // dtype, llama3 RoPE factors in double precision); the permutation is also checked semantically (HF's
-// rotate_half attention scores equal llama.cpp's interleaved ones); converted llama and qwen3moe files
-// match llama.cpp logits and greedy tokens committed under convert_refs/ (README there says how they
+// rotate_half attention scores equal llama.cpp's interleaved ones); converted llama, qwen3moe and gemma3
+// files match llama.cpp logits and greedy tokens committed under convert_refs/ (README there says how they
 // were made); quantized conversions load and generate.
 #include <algorithm>
 #include <bit>
@@ -606,16 +606,17 @@ TEST(ConvertQuantize, LlamaAndQwen3MoeQ8_0AndQ4_K_MLoadAndGenerate) {
   }
 }
 
-// ---- gemma3 (the engine's gemma3 lands separately: checked at the GGUF level) ----
+// ---- gemma3 ----
 
-std::vector<SrcTensor> make_gemma3_weights(const std::string& dtype, uint64_t seed, int64_t rows) {
+std::vector<SrcTensor> make_gemma3_weights(const std::string& dtype, uint64_t seed, int64_t rows,
+                                           int64_t n_layers = kLayers, float embd_scale = 0.5f) {
   Rng rng(seed);
   std::vector<SrcTensor> ts;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float scale, float offset = 0.0f) {
     ts.push_back(test_ckpt::random_tensor(rng, name, std::move(shape), dtype, scale, offset));
   };
-  add("model.embed_tokens.weight", {rows, kEmbd}, 0.5f);
-  for (int64_t l = 0; l < kLayers; ++l) {
+  add("model.embed_tokens.weight", {rows, kEmbd}, embd_scale);
+  for (int64_t l = 0; l < n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     add(p + "input_layernorm.weight", {kEmbd}, 0.5f);
     add(p + "self_attn.q_proj.weight", {kHead * kHeadDim, kEmbd}, 0.1f);
@@ -698,6 +699,25 @@ TEST(ConvertGemma3, NormOffsetInSourceDtypeNamesAndKeys) {
   EXPECT_EQ(*md.get_string("gemma3.rope.scaling.type"), "linear");
   EXPECT_EQ(*md.get_f32("gemma3.rope.scaling.factor"), 8.0f);
   EXPECT_FALSE(md.contains("gemma3.vocab_size"));
+}
+
+// The gemma3 checkpoint of the committed llama.cpp reference: f32, tied, 6 layers (5 local with a window of
+// 4 positions, so the 10-token prompt and the greedy steps are cut by it, and global layer 5 with linear
+// RoPE scaling 8), final logit soft-capping 30, seed 36. Embeddings of scale 0.1: with 0.5 the input token,
+// scaled by sqrt(n_embd), outweighs every layer and the tied output just repeats it.
+std::string make_reference_gemma3(const std::string& dir) {
+  json cfg = gemma3_config();
+  cfg["num_hidden_layers"] = 6;
+  cfg["sliding_window"] = 4;
+  cfg["final_logit_softcapping"] = 30.0;
+  cfg["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 8.0}};
+  return write_checkpoint(dir, cfg, make_gemma3_weights("F32", 36, kVocab, 6, 0.1f), test_ckpt::kLlama3Regex);
+}
+
+TEST(ConvertReference, TinyGemma3MatchesLlamaCpp) {
+  const std::string dir = test::temp_dir();
+  const std::string ckpt = make_reference_gemma3(dir + "/gemma3-ref");
+  expect_matches_llama_cpp(convert_to(ckpt, dir + "/gemma3-ref.gguf", "f32"), "gemma3-tiny");
 }
 
 TEST(ConvertGemma3, F32SourceOffsetAndRefusals) {
