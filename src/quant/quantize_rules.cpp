@@ -96,6 +96,10 @@ bool is_llm_type_70b(std::string_view arch, uint32_t n_layer, uint32_t n_head, u
   return arch == "qwen2";
 }
 
+bool quantize_rules_cover(std::string_view arch) {
+  return arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe" || arch == "llama" || arch == "gemma3";
+}
+
 std::vector<TensorDecision> choose_tensor_types(const FileType& ft, const std::vector<TensorDesc>& tensors,
                                                 bool pure, int n_expert, bool llm_type_70b) {
   bool has_output = false;

@@ -92,6 +92,12 @@ Result<QuantizeReport> quantize_model(const QuantizeOptions& options) {
   if (file->metadata().contains("general.architecture")) {
     const gguf::Metadata& md = file->metadata();
     MINFER_ASSIGN_OR_RETURN(std::string arch, md.get_string("general.architecture"));
+    if (!quant::quantize_rules_cover(arch)) {
+      return unsupported(
+          "quantize: architecture '{}' is not supported (llama-quantize's type rules are implemented for qwen2, "
+          "qwen3, qwen3moe, llama and gemma3)",
+          arch);
+    }
     MINFER_ASSIGN_OR_RETURN(uint32_t experts, md.get_u32_or(arch + ".expert_count", 0));
     n_expert = static_cast<int>(std::min<uint32_t>(experts, 1u << 20));
     MINFER_ASSIGN_OR_RETURN(uint32_t n_layer, md.get_u32_or(arch + ".block_count", 0));

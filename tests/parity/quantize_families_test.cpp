@@ -147,5 +147,26 @@ TEST(QuantizeFamiliesFixture, ListsEveryCase) {
   }
 }
 
+// llama-quantize has rules for architectures minfer does not implement (Falcon's, ssm_conv1d, shared-expert
+// ffn_down counting): such a file is refused by name, never quantized with the rules of another family.
+TEST(QuantizeFamiliesRefusal, AnArchitectureWithoutItsRulesIsRefusedByName) {
+  tools::SyntheticOptions so;
+  so.shape = *tools::synthetic_preset("tiny-llama");
+  auto writer = tools::make_synthetic_model(so);
+  ASSERT_TRUE(writer.ok()) << writer.status().message();
+  writer->metadata().set("general.architecture", gguf::Value::string("falcon"));
+  const std::string in = test::temp_dir() + "/qfam-falcon-f32.gguf";
+  ASSERT_TRUE(writer->write(in).ok());
+  tools::QuantizeOptions o;
+  o.input = in;
+  o.output = test::temp_dir() + "/qfam-falcon-q4_K_M.gguf";
+  o.type = "q4_K_M";
+  auto report = tools::quantize_model(o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(report.status().message().find("architecture 'falcon' is not supported"), std::string::npos)
+      << report.status().message();
+}
+
 }  // namespace
 }  // namespace minfer
