@@ -38,15 +38,6 @@ bool is_quantized(DType t) {
   return t != DType::F32 && t != DType::F16 && t != DType::BF16;
 }
 
-// Layer index of "blk.N.*", or -1.
-int layer_of(std::string_view name) {
-  if (name.rfind("blk.", 0) != 0) return -1;
-  int v = 0;
-  size_t i = 4;
-  if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
-  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) v = v * 10 + (name[i++] - '0');
-  return v;
-}
 
 // llama.cpp's use_more_bits: first and last eighth of the layers, and every third one in between.
 bool use_more_bits(int i_layer, int n_layers) {
@@ -75,6 +66,15 @@ DType fallback_type(DType t, int64_t ne0) {
 }
 
 }  // namespace
+
+int layer_of(std::string_view name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  int v = 0;
+  size_t i = 4;
+  if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) v = v * 10 + (name[i++] - '0');
+  return v;
+}
 
 std::optional<FileType> file_type_from_name(std::string_view name) {
   for (const FileType& f : kFileTypes) {

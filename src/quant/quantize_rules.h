@@ -55,6 +55,9 @@ std::vector<TensorDecision> choose_tensor_types(const FileType& ft, const std::v
 bool is_llm_type_70b(std::string_view arch, uint32_t n_layer, uint32_t n_head, uint32_t n_head_kv,
                      uint32_t n_expert);
 
+// Layer index of "blk.N.*" (as llama.cpp's sscanf("blk.%d.") reads it), or -1 for tensors outside the blocks.
+int layer_of(std::string_view name);
+
 // The architectures whose llama-quantize rules choose_tensor_types reproduces (the ones minfer runs).
 // llama-quantize has rules for others (Falcon's, names such as ssm_conv1d, shared-expert ffn_down counting)
 // that are not implemented, so `minfer quantize` refuses them by name rather than writing other types.

@@ -3,7 +3,6 @@
 #include "tools/quantize.h"
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -36,16 +35,6 @@ bool is_float_source(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
-// Layer of "blk.N.*" as sscanf("blk.%d.") reads it, or -1.
-int layer_key(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0) return -1;
-  int v = 0;
-  size_t i = 4;
-  if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
-  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) v = v * 10 + (name[i++] - '0');
-  return v;
-}
-
 // The order llama-quantize writes tensors in: its loader's weights map, sorted by layer (tensors outside
 // the blocks first), then by name. Writing the same order (and the metadata as below) makes the whole
 // output file byte-identical to llama-quantize's, not only each tensor.
@@ -53,7 +42,7 @@ std::vector<size_t> llama_quantize_order(const std::vector<gguf::TensorInfo>& te
   std::vector<size_t> order(tensors.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const int la = layer_key(tensors[a].name), lb = layer_key(tensors[b].name);
+    const int la = quant::layer_of(tensors[a].name), lb = quant::layer_of(tensors[b].name);
     return la != lb ? la < lb : tensors[a].name < tensors[b].name;
   });
   return order;
