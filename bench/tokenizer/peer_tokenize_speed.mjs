@@ -5,9 +5,9 @@
 // Prints one JSON line: bytes, tokens, per-rep seconds, best and mean MB/s. --ids-out writes the ids, one per
 // line, for comparing with `minfer tokenize MODEL - --ids`.
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
+
+import { loadPeerLlama } from "../../scripts/peer_llama.mjs";
 
 const args = process.argv.slice(2);
 const flag = (name) => args.includes(name);
@@ -17,13 +17,7 @@ if (!modelPath || !corpusPath) {
     process.stderr.write("usage: peer_tokenize_speed.mjs MODEL.gguf CORPUS.txt [--special] [--reps N] [--ids-out FILE]\n");
     process.exit(2);
 }
-const home = process.env.LLAMACPP_PEER_HOME ||
-    path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), ".cache"), "llamacpp-peer");
-process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD = "true";
-process.env.NODE_LLAMA_CPP_GPU = "false";
-const lib = await import(pathToFileURL(path.join(home, "node_modules", "node-llama-cpp", "dist", "index.js")).href);
-const llama = await lib.getLlama({ gpu: false, build: "never", usePrebuiltBinaries: true, skipDownload: true,
-    progressLogs: false, logLevel: lib.LlamaLogLevel.error });
+const { llama, home } = await loadPeerLlama();
 const model = await llama.loadModel({ modelPath: path.resolve(modelPath), gpuLayers: 0, vocabOnly: true });
 const text = fs.readFileSync(corpusPath, "utf8");
 const bytes = Buffer.byteLength(text, "utf8");

@@ -11,9 +11,9 @@
 //
 //   node scripts/train/peer_nll.mjs MODEL.gguf TOKENS.json N_CTX [THREADS]   -> JSON array of NLLs on stdout
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
+
+import { loadPeerLlama } from "../peer_llama.mjs";
 
 const [modelPath, tokensPath, nCtxArg, threadsArg] = process.argv.slice(2);
 if (!modelPath || !tokensPath || !nCtxArg) {
@@ -28,13 +28,7 @@ if (!(nCtx >= 4) || nChunk < 1) {
     process.exit(2);
 }
 
-const home = process.env.LLAMACPP_PEER_HOME ||
-    path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), ".cache"), "llamacpp-peer");
-process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD = "true";
-process.env.NODE_LLAMA_CPP_GPU = "false";
-const lib = await import(pathToFileURL(path.join(home, "node_modules", "node-llama-cpp", "dist", "index.js")).href);
-const llama = await lib.getLlama({ gpu: false, build: "never", usePrebuiltBinaries: true, skipDownload: true,
-    progressLogs: false, maxThreads: threads, logLevel: lib.LlamaLogLevel.error });
+const { llama } = await loadPeerLlama({ threads });
 const model = await llama.loadModel({ modelPath: path.resolve(modelPath), gpuLayers: 0, useMmap: true });
 const context = await model.createContext({ contextSize: nCtx + 1, batchSize: Math.min(nCtx, 512), sequences: 1,
     flashAttention: "auto", threads: { ideal: threads, min: threads } });

@@ -6,18 +6,13 @@
 // qwen35_marks: VOCAB = the fixtures' qwen3 vocabulary with tokenizer.ggml.pre set to "qwen35" (any GGUF
 // editor; the test builds the same in memory). unicode_probe: the fixtures' qwen2-vocab.gguf.
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
+
+import { loadPeerLlama } from "../../../scripts/peer_llama.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const home = process.env.LLAMACPP_PEER_HOME ||
-    path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), ".cache"), "llamacpp-peer");
-process.env.NODE_LLAMA_CPP_SKIP_DOWNLOAD = "true";
-process.env.NODE_LLAMA_CPP_GPU = "false";
-const lib = await import(pathToFileURL(path.join(home, "node_modules", "node-llama-cpp", "dist", "index.js")).href);
-const llama = await lib.getLlama({ gpu: false, build: "never", usePrebuiltBinaries: true, skipDownload: true,
-    progressLogs: false, logLevel: lib.LlamaLogLevel.error });
+const { llama } = await loadPeerLlama();
 const model = await llama.loadModel({ modelPath: path.resolve(process.argv[2]), gpuLayers: 0, vocabOnly: true });
 const sep = "\n__ggml_vocab_test__\n";
 const name = process.argv[3];
