@@ -86,9 +86,14 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
   const int64_t nb = with_info ? k / 32 : 0;
   const size_t act_stride = act_row_bytes(tk.vec_dot_type, k);
   const size_t act_bytes = (act_stride * static_cast<size_t>(m) + 63) / 64 * 64;
-  auto* buf = static_cast<uint8_t*>(
-      scratch.reserve(act_bytes + static_cast<size_t>(m * nb) * sizeof(kernels::ActBlockInfo)));
+  // AMX tiles take pairs of row groups and whole tiles of tokens, their quants laid out by pack_tiles; the
+  // tokens left over go to the vector kernels (the same bits either way).
+  const bool use_tiles = w.repack->gemm_tiles != nullptr && m >= kernels::kTileTokens;
+  const int64_t m_tiles = use_tiles ? m / kernels::kTileTokens * kernels::kTileTokens : 0;
+  const size_t info_bytes = (static_cast<size_t>(m * nb) * sizeof(kernels::ActBlockInfo) + 63) / 64 * 64;
+  auto* buf = static_cast<uint8_t*>(scratch.reserve(act_bytes + info_bytes + static_cast<size_t>(m_tiles * k)));
   auto* xinfo = reinterpret_cast<kernels::ActBlockInfo*>(buf + act_bytes);
+  auto* xtiles = reinterpret_cast<int8_t*>(buf + act_bytes + info_bytes);
   const int32_t offset = w.repack->act_offset;
   auto quantize = [&](int64_t i) {
     uint8_t* row = buf + static_cast<size_t>(i) * act_stride;
@@ -103,30 +108,65 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
     }
   };
   const int nth = pool.n_threads();
+  const int64_t n_tiles = m_tiles / kernels::kTileTokens;
+  auto pack_tile = [&](int64_t t) {
+    const int64_t c0 = t * kernels::kTileTokens;
+    w.repack->pack_tiles(buf + static_cast<size_t>(c0) * act_stride, act_stride, kernels::kTileTokens, k,
+                         xtiles + static_cast<size_t>(c0 * k));
+  };
   if (m == 1 || nth == 1) {
     for (int64_t i = 0; i < m; ++i) quantize(i);
+    for (int64_t t = 0; t < n_tiles; ++t) pack_tile(t);
   } else {
     pool.run([&](int ith, int nt) {
       for (int64_t i = ith; i < m; i += nt) quantize(i);
     });
+    if (n_tiles > 0) {
+      pool.run([&](int ith, int nt) {
+        for (int64_t t = ith; t < n_tiles; t += nt) pack_tile(t);
+      });
+    }
   }
   const int64_t n_groups = (n + kernels::kRepackRows - 1) / kernels::kRepackRows;
   const size_t group_bytes = w.repack->packed_bytes(kernels::kRepackRows, k);
   // Tokens per pass: keep the activation chunk within ~512 KiB of L2 while a row group streams past it.
-  const int64_t chunk = std::max<int64_t>(4, static_cast<int64_t>((512u << 10) / act_stride) / 4 * 4);
+  // With tiles, whole tiles of tokens (chunks start on a tile).
+  const int64_t fit = static_cast<int64_t>((512u << 10) / act_stride);
+  const int64_t chunk = use_tiles ? std::max<int64_t>(1, fit / kernels::kTileTokens) * kernels::kTileTokens
+                                  : std::max<int64_t>(4, fit / 4 * 4);
   // Pair kernels (two row groups per 512-bit stream) pay once a few tokens share the unpacked weights;
   // for a GEMV they halve the streaming rate, so decode uses the 8-row kernel.
   const bool use_pairs = w.repack->gemm_pair != nullptr && m >= kPairMinTokens;
+  auto run = [&](decltype(w.repack->gemm) fn, int64_t g, int rows, int64_t c0, int nc) {
+    const int64_t r = g * kernels::kRepackRows;
+    const int nr = static_cast<int>(std::min<int64_t>(rows, n - r));
+    fn(k, static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(g) * group_bytes, nr,
+       buf + static_cast<size_t>(c0) * act_stride, act_stride, xinfo + c0 * nb, static_cast<size_t>(nb), nc,
+       y + static_cast<size_t>(c0 * n + r), static_cast<size_t>(n));
+  };
   auto run_groups = [&](int64_t g0, int64_t g1, int64_t c0, int nc) {
+    // Tiles: the whole tiles of tokens among [c0, c0 + nc) (c0 starts a tile), on pairs of groups.
+    const int tiled = use_tiles ? static_cast<int>(std::clamp<int64_t>(m_tiles - c0, 0, nc)) : 0;
     for (int64_t g = g0; g < g1;) {
-      const bool pair = use_pairs && g + 1 < g1;
-      const auto fn = pair ? w.repack->gemm_pair : w.repack->gemm;
-      const int64_t r = g * kernels::kRepackRows;
-      const int nr = static_cast<int>(std::min<int64_t>((pair ? 2 : 1) * kernels::kRepackRows, n - r));
-      fn(k, static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(g) * group_bytes, nr,
-         buf + static_cast<size_t>(c0) * act_stride, act_stride, xinfo + c0 * nb, static_cast<size_t>(nb), nc,
-         y + static_cast<size_t>(c0 * n + r), static_cast<size_t>(n));
-      g += pair ? 2 : 1;
+      const bool two = g + 1 < g1;
+      if (tiled > 0 && two) {
+        const int64_t r = g * kernels::kRepackRows;
+        w.repack->gemm_tiles(k, static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(g) * group_bytes,
+                             static_cast<int>(std::min<int64_t>(2 * kernels::kRepackRows, n - r)),
+                             buf + static_cast<size_t>(c0) * act_stride, act_stride, xinfo + c0 * nb,
+                             static_cast<size_t>(nb), tiled, y + static_cast<size_t>(c0 * n + r),
+                             static_cast<size_t>(n), xtiles + static_cast<size_t>(c0 * k));
+      }
+      const int done = two ? tiled : 0;  // a lone last group has no tile kernel
+      if (done < nc) {
+        if (use_pairs && two) {
+          run(w.repack->gemm_pair, g, 2 * kernels::kRepackRows, c0 + done, nc - done);
+        } else {
+          run(w.repack->gemm, g, kernels::kRepackRows, c0 + done, nc - done);
+          if (two && tiled > 0) run(w.repack->gemm, g + 1, kernels::kRepackRows, c0 + done, nc - done);
+        }
+      }
+      g += two && (use_pairs || tiled > 0) ? 2 : 1;
     }
   };
   if (nth == 1) {

@@ -19,7 +19,7 @@ namespace {
 
 std::vector<Isa> simd_levels() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx, Isa::kNeon}) {
     if (cpu_kernels_for(isa) != nullptr) out.push_back(isa);
   }
   return out;

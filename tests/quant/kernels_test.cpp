@@ -165,7 +165,7 @@ TEST_P(KernelTest, EveryTileShapeEqualsVecDotBitwise) {
 
 std::vector<Param> all_params() {
   std::vector<Param> out;
-  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kNeon}) {
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx, Isa::kNeon}) {
     for (DType t : kComputeTypes) out.push_back({isa, t});
   }
   return out;

@@ -1,5 +1,6 @@
-// The repacked (x8) GEMM of every x86 level this CPU runs (avx2: maddubs/madd, avx512: vpdpbusd), called
-// directly, whatever level the process detected: each output bitwise equal to the scalar reference dot.
+// The repacked (x8) GEMM of every x86 level this CPU runs (avx2: maddubs/madd, avx512: vpdpbusd, amx: int8
+// tiles), called directly, whatever level the process detected: each output bitwise equal to the scalar
+// reference dot.
 // Besides random weights, raw blocks with extreme quants (every nibble 15, Q8_0 -128, all bits set) and
 // activations that quantize to +-127 everywhere put the i16 partial sums of the AVX2 kernels at their
 // proved bounds: any saturation would show as a mismatch.
@@ -101,15 +102,29 @@ void check_repack(Isa isa, DType t, Weights kind, int64_t n, int64_t k, int m, c
   rp->pack(w.data(), rb, n, k, packed.data());
   const size_t group_bytes = rp->packed_bytes(kRepackRows, k);
   const int64_t groups = (n + kRepackRows - 1) / kRepackRows;
-  for (const bool pair : {false, true}) {
-    if (pair && rp->gemm_pair == nullptr) continue;
+  std::vector<int8_t> xtiles;
+  if (rp->pack_tiles != nullptr && m % kernels::kTileTokens == 0) {
+    xtiles.resize(static_cast<size_t>(m * k));
+    rp->pack_tiles(xq.data(), xs, m, k, xtiles.data());
+  }
+  // The 8-row kernel, the pair kernel and the AMX tiles (pairs of groups, whole tiles of tokens).
+  enum Mode { kSingle, kPair, kTiles };
+  for (const Mode mode : {kSingle, kPair, kTiles}) {
+    if (mode == kPair && rp->gemm_pair == nullptr) continue;
+    if (mode == kTiles && (rp->gemm_tiles == nullptr || m % kernels::kTileTokens != 0)) continue;
+    const bool pair = mode != kSingle;
     std::vector<float> y(static_cast<size_t>(m * n), -1.0f);
     for (int64_t g = 0; g < groups; g += pair ? 2 : 1) {
       const bool use_pair = pair && g + 1 < groups;
       const int64_t r0 = g * kRepackRows;
       const int nr = static_cast<int>(std::min<int64_t>((use_pair ? 2 : 1) * kRepackRows, n - r0));
-      (use_pair ? rp->gemm_pair : rp->gemm)(k, packed.data() + static_cast<size_t>(g) * group_bytes, nr,
-                                            xq.data(), xs, info.data(), static_cast<size_t>(nb), m,
+      const uint8_t* group = packed.data() + static_cast<size_t>(g) * group_bytes;
+      if (use_pair && mode == kTiles) {
+        rp->gemm_tiles(k, group, nr, xq.data(), xs, info.data(), static_cast<size_t>(nb), m, y.data() + r0,
+                       static_cast<size_t>(n), xtiles.data());
+        continue;
+      }
+      (use_pair ? rp->gemm_pair : rp->gemm)(k, group, nr, xq.data(), xs, info.data(), static_cast<size_t>(nb), m,
                                             y.data() + r0, static_cast<size_t>(n));
     }
     for (int i = 0; i < m; ++i) {
@@ -119,7 +134,7 @@ void check_repack(Isa isa, DType t, Weights kind, int64_t n, int64_t k, int m, c
         const float got = y[static_cast<size_t>(i * n + r)];
         ASSERT_EQ(0, std::memcmp(&got, &want, sizeof(float)))
             << kernels::isa_name(isa) << " " << dtype_name(t) << " weights=" << static_cast<int>(kind)
-            << " pair=" << pair << " m=" << m << " token " << i << " row " << r << ": " << got << " vs "
+            << " mode=" << mode << " m=" << m << " token " << i << " row " << r << ": " << got << " vs "
             << want;
       }
     }
@@ -140,12 +155,24 @@ TEST_P(RepackTest, GemmEqualsReferenceDotBitwise) {
   }
 }
 
+// The amx level's tiles: whole tiles of 16 tokens over pairs of row groups (29 rows: a partial pair and a
+// lone last group); at the levels without tiles this runs the vector kernels on the same shapes.
+TEST_P(RepackTest, TilesEqualReferenceDotBitwise) {
+  const auto [isa, t] = GetParam();
+  if (!kernels::isa_available(isa)) GTEST_SKIP() << kernels::isa_name(isa) << " not available on this CPU";
+  if (isa == Isa::kAmx) {
+    ASSERT_NE(kernels::cpu_kernels_for(isa)->of(t).repack->gemm_tiles, nullptr);
+  }
+  const int64_t k = traits(t).block_size == 256 ? 768 : 224;
+  for (const int m : {16, 48}) check_repack(isa, t, Weights::kRandomFloats, 29, k, m, random_floats(m * k, 300 + m));
+}
+
 TEST_P(RepackTest, ExtremeQuantsDoNotSaturate) {
   const auto [isa, t] = GetParam();
   if (!kernels::isa_available(isa)) GTEST_SKIP() << kernels::isa_name(isa) << " not available on this CPU";
-  const int64_t k = traits(t).block_size == 256 ? 512 : 256, n = 11;
-  const int m = 3;
-  // Token 0: every activation +1 (quantizes to +127), token 1: -1 (-127), token 2: random.
+  const int64_t k = traits(t).block_size == 256 ? 512 : 256, n = 27;
+  const int m = 16;  // a whole AMX tile
+  // Token 0: every activation +1 (quantizes to +127), token 1: -1 (-127), the others random.
   std::vector<float> x = random_floats(m * k, 7);
   for (int64_t j = 0; j < k; ++j) {
     x[static_cast<size_t>(j)] = 1.0f;
@@ -161,7 +188,7 @@ std::string param_name(const ::testing::TestParamInfo<std::tuple<Isa, DType>>& p
 }
 
 INSTANTIATE_TEST_SUITE_P(X86, RepackTest,
-                         ::testing::Combine(::testing::Values(Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512),
+                         ::testing::Combine(::testing::Values(Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAmx),
                                             ::testing::ValuesIn(kQuantTypes)),
                          param_name);
 

@@ -1,5 +1,5 @@
 // CPU feature detection (cpuid + xgetbv on x86, HWCAP on Arm) and the per-ISA kernel tables.
-// The environment can only lower the level: MINFER_CPU_ISA=generic|avx2|avxvnni|avx512|neon,
+// The environment can only lower the level: MINFER_CPU_ISA=generic|avx2|avxvnni|avx512|amx|neon,
 // MINFER_NO_AVX512=1, MINFER_NO_AVX2=1.
 #include <array>
 #include <cstdlib>
@@ -13,6 +13,10 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
@@ -33,7 +37,20 @@ struct X86Features {
   bool avx2 = false;     // AVX2 + FMA + F16C with OS-saved YMM state
   bool avxvnni = false;  // avx2 + AVX-VNNI (VEX vpdpbusd): Intel since Alder Lake, AMD Zen 5
   bool avx512 = false;   // AVX-512 F/BW/VL/VNNI with OS-saved ZMM state
+  bool amx = false;      // avx512 + AMX-TILE/INT8, tile state enabled by the OS and granted to this process
 };
+
+// Linux hands out the AMX tile data state (8 KiB per thread) only on request: once per process, before any
+// thread uses a tile (every thread created afterwards inherits the permission).
+bool request_amx_tile_state() {
+#if defined(__x86_64__) && defined(__linux__)
+  constexpr long kArchReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM (asm/prctl.h)
+  constexpr long kXfeatureXtiledata = 18;     // XFEATURE_XTILEDATA
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
 
 X86Features detect_x86() {
   X86Features f;
@@ -53,8 +70,12 @@ X86Features detect_x86() {
   const bool avx512bw = (b >> 30) & 1;
   const bool avx512vl = (b >> 31) & 1;
   const bool avx512vnni = (c >> 11) & 1;
+  const bool amx_tile = (d >> 24) & 1;
+  const bool amx_int8 = (d >> 25) & 1;
+  const bool tile_state = ((xcr0 >> 17) & 3) == 3;  // XTILECFG + XTILEDATA
   f.avx2 = ymm_state && avx2 && fma && f16c;
   f.avx512 = f.avx2 && zmm_state && avx512f && avx512bw && avx512vl && avx512vnni;
+  f.amx = f.avx512 && amx_tile && amx_int8 && tile_state && request_amx_tile_state();
   if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = f.avx2 && ((a >> 4) & 1);
   return f;
 }
@@ -72,6 +93,8 @@ bool hardware_supports(Isa isa) {
       return f.avxvnni;
     case Isa::kAvx512:
       return f.avx512;
+    case Isa::kAmx:
+      return f.amx;
     default:
       return false;
   }
@@ -89,6 +112,7 @@ bool compiled_in(Isa isa) {
     case Isa::kAvx2:
     case Isa::kAvxVnni:
     case Isa::kAvx512:
+    case Isa::kAmx:
 #if defined(MINFER_HAVE_X86_KERNELS)
       return true;
 #else
@@ -105,7 +129,7 @@ bool compiled_in(Isa isa) {
 }
 
 // Levels from the widest down: the first available one is the default.
-constexpr Isa kByPreference[] = {Isa::kAvx512, Isa::kAvxVnni, Isa::kAvx2, Isa::kNeon, Isa::kGeneric};
+constexpr Isa kByPreference[] = {Isa::kAmx, Isa::kAvx512, Isa::kAvxVnni, Isa::kAvx2, Isa::kNeon, Isa::kGeneric};
 
 // The first available level at position `from` or later in kByPreference.
 Isa first_available_from(size_t from) {
@@ -138,7 +162,7 @@ Isa compute_detected() {
     }
     if (!known) MINFER_LOG_WARN("kernels: unknown MINFER_CPU_ISA='{}' ignored", s);
   }
-  if (isa == Isa::kAvx512 && env_flag("MINFER_NO_AVX512")) isa = widest_below(Isa::kAvx512);
+  if ((isa == Isa::kAmx || isa == Isa::kAvx512) && env_flag("MINFER_NO_AVX512")) isa = widest_below(Isa::kAvx512);
   if ((isa == Isa::kAvx2 || isa == Isa::kAvxVnni) && env_flag("MINFER_NO_AVX2")) isa = Isa::kGeneric;
   return isa;
 }
@@ -148,10 +172,11 @@ CpuKernels build(Isa isa) {
   k.isa = isa;
   generic::fill(k);
 #if defined(MINFER_HAVE_X86_KERNELS)
-  if (isa == Isa::kAvx2 || isa == Isa::kAvxVnni || isa == Isa::kAvx512) avx2::fill(k);
+  if (isa == Isa::kAvx2 || isa == Isa::kAvxVnni || isa == Isa::kAvx512 || isa == Isa::kAmx) avx2::fill(k);
   if (isa == Isa::kAvx2) avx2::fill_repack(k);
   if (isa == Isa::kAvxVnni) avxvnni::fill_repack(k);
-  if (isa == Isa::kAvx512) avx512::fill(k);
+  if (isa == Isa::kAvx512 || isa == Isa::kAmx) avx512::fill(k);
+  if (isa == Isa::kAmx) amx::fill(k);
 #endif
 #if defined(MINFER_HAVE_NEON)
   if (isa == Isa::kNeon) neon::fill(k);
@@ -171,6 +196,8 @@ std::string_view isa_name(Isa isa) {
       return "avxvnni";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kAmx:
+      return "amx";
     case Isa::kNeon:
       return "neon";
   }

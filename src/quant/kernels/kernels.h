@@ -11,9 +11,10 @@
 
 namespace minfer::kernels {
 
-// Kernel levels. The values index the tables; the x86 order (generic < avx2 < avxvnni < avx512) is dispatch's.
-enum class Isa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kNeon = 3, kAvxVnni = 4 };
-inline constexpr int kIsaCount = 5;
+// Kernel levels. The values index the tables; the x86 order (generic < avx2 < avxvnni < avx512 < amx) is
+// dispatch's. amx is the avx512 level plus AMX int8 tiles for the repacked GEMM's prefill.
+enum class Isa { kGeneric = 0, kAvx2 = 1, kAvx512 = 2, kNeon = 3, kAvxVnni = 4, kAmx = 5 };
+inline constexpr int kIsaCount = 6;
 std::string_view isa_name(Isa isa);
 
 // Converts n floats to the activation format (n a multiple of its block size).
@@ -62,7 +63,19 @@ struct RepackKernels {
                     const ActBlockInfo* xinfo, size_t xinfo_stride, int nc, float* y, size_t ldy) = nullptr;
   // Rows whose length k is not a multiple of this keep the plain layout.
   int32_t k_multiple = 1;
+  // Optional (amx level): gemm over two consecutive row groups (as gemm_pair) for nc a multiple of
+  // kTileTokens, on AMX tiles, with the same per-row arithmetic (bitwise gemm_pair's results). xtiles holds
+  // the same nc tokens' activation quants as pack_tiles lays them out (the scales still come from x).
+  void (*gemm_tiles)(int64_t k, const void* group, int nr, const void* x, size_t x_stride,
+                     const ActBlockInfo* xinfo, size_t xinfo_stride, int nc, float* y, size_t ldy,
+                     const int8_t* xtiles) = nullptr;
+  // With gemm_tiles: lays out the quants of nc (a multiple of kTileTokens) activation rows, x_stride bytes
+  // apart, for gemm_tiles: k bytes per row, each tile of tokens' rows starting nc_before * k bytes in.
+  void (*pack_tiles)(const void* x, size_t x_stride, int nc, int64_t k, int8_t* out) = nullptr;
 };
+
+// Tokens per AMX tile (its rows): gemm_tiles takes tokens in multiples of this.
+inline constexpr int kTileTokens = 16;
 
 // Causal attention for one KV head: n_rows query rows (tokens x the GQA group's heads) that attend
 // prefixes of one window of cells. Row r attends cells[0 .. lens[r]) in that order; its output is a
@@ -104,7 +117,7 @@ struct CpuKernels {
   const TypeKernels& of(DType t) const { return types[static_cast<uint32_t>(t)]; }
 };
 
-// Widest ISA this CPU and OS support, lowered by MINFER_CPU_ISA=generic|avx2|avxvnni|avx512|neon,
+// Widest ISA this CPU and OS support, lowered by MINFER_CPU_ISA=generic|avx2|avxvnni|avx512|amx|neon,
 // MINFER_NO_AVX512=1 or MINFER_NO_AVX2=1. Detected once.
 Isa detected_isa();
 // Whether this CPU can run `isa`'s kernels (and they were compiled in).
@@ -125,6 +138,9 @@ void fill_repack(CpuKernels& k);  // repack_avx2.cpp: the x8 layouts' GEMM witho
 }  // namespace avx2
 namespace avx512 {
 void fill(CpuKernels& k);
+}
+namespace amx {
+void fill(CpuKernels& k);  // repack_amx.cpp: adds gemm_tiles to the avx512 level's repacked types
 }
 namespace avxvnni {
 void fill_repack(CpuKernels& k);  // repack_avxvnni.cpp: the x8 layouts' GEMM with VEX vpdpbusd
