@@ -137,36 +137,33 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
   // Pair kernels (two row groups per 512-bit stream) pay once a few tokens share the unpacked weights;
   // for a GEMV they halve the streaming rate, so decode uses the 8-row kernel.
   const bool use_pairs = w.repack->gemm_pair != nullptr && m >= kPairMinTokens;
-  auto run = [&](decltype(w.repack->gemm) fn, int64_t g, int rows, int64_t c0, int nc) {
+  // One kernel call on `rows` rows from group g and tokens [c0, c0 + nc); the tile kernel also takes the
+  // tokens' tiled quants (extra).
+  auto run = [&](auto fn, int64_t g, int rows, int64_t c0, int nc, auto... extra) {
     const int64_t r = g * kernels::kRepackRows;
     const int nr = static_cast<int>(std::min<int64_t>(rows, n - r));
     fn(k, static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(g) * group_bytes, nr,
        buf + static_cast<size_t>(c0) * act_stride, act_stride, xinfo + c0 * nb, static_cast<size_t>(nb), nc,
-       y + static_cast<size_t>(c0 * n + r), static_cast<size_t>(n));
+       y + static_cast<size_t>(c0 * n + r), static_cast<size_t>(n), extra...);
   };
   auto run_groups = [&](int64_t g0, int64_t g1, int64_t c0, int nc) {
     // Tiles: the whole tiles of tokens among [c0, c0 + nc) (c0 starts a tile), on pairs of groups.
     const int tiled = use_tiles ? static_cast<int>(std::clamp<int64_t>(m_tiles - c0, 0, nc)) : 0;
     for (int64_t g = g0; g < g1;) {
-      const bool two = g + 1 < g1;
-      if (tiled > 0 && two) {
-        const int64_t r = g * kernels::kRepackRows;
-        w.repack->gemm_tiles(k, static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(g) * group_bytes,
-                             static_cast<int>(std::min<int64_t>(2 * kernels::kRepackRows, n - r)),
-                             buf + static_cast<size_t>(c0) * act_stride, act_stride, xinfo + c0 * nb,
-                             static_cast<size_t>(nb), tiled, y + static_cast<size_t>(c0 * n + r),
-                             static_cast<size_t>(n), xtiles + static_cast<size_t>(c0 * k));
-      }
-      const int done = two ? tiled : 0;  // a lone last group has no tile kernel
+      // This step covers groups g and g + 1 where a pair or tile kernel takes them (a lone last group
+      // has neither).
+      const bool pair = g + 1 < g1 && (use_pairs || tiled > 0);
+      const int done = pair ? tiled : 0;
+      if (done > 0) run(w.repack->gemm_tiles, g, 2 * kernels::kRepackRows, c0, done, xtiles + c0 * k);
       if (done < nc) {
-        if (use_pairs && two) {
+        if (pair && use_pairs) {
           run(w.repack->gemm_pair, g, 2 * kernels::kRepackRows, c0 + done, nc - done);
         } else {
-          run(w.repack->gemm, g, kernels::kRepackRows, c0 + done, nc - done);
-          if (two && tiled > 0) run(w.repack->gemm, g + 1, kernels::kRepackRows, c0 + done, nc - done);
+          for (int64_t h = g; h < g + (pair ? 2 : 1); ++h)
+            run(w.repack->gemm, h, kernels::kRepackRows, c0 + done, nc - done);
         }
       }
-      g += two && (use_pairs || tiled > 0) ? 2 : 1;
+      g += pair ? 2 : 1;
     }
   };
   if (nth == 1) {

@@ -33,6 +33,8 @@ namespace {
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "quant/kernels/x86_avx2/repack_layouts.inc"
 #pragma GCC diagnostic pop
+// V512's loads: a field of the pair's two groups as one zmm (quants, fp16 and f32 scales, scale bytes).
+#include "quant/kernels/x86_avx512/v512.inc"
 
 constexpr int kTok = kTileTokens;  // tokens per tile (A and C rows)
 constexpr int kCols = 2 * R;       // weight rows per tile (C columns): the pair
@@ -74,43 +76,8 @@ int8_t* weight_buffer(size_t bytes) {
   return buf.data();
 }
 
-// 32 bytes of a group field and the same field of the pair's second group (gs bytes further), as 64.
-inline __m512i load_pair32(const uint8_t* p, size_t gs) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + gs)), 1);
-}
-template <class P>
-inline const P* second(const P* p, size_t gs) {
-  return reinterpret_cast<const P*>(reinterpret_cast<const uint8_t*>(p) + gs);
-}
-inline __m512 load_h16(const uint16_t* p, size_t gs) {  // 8 + 8 fp16 scales -> 16 floats (exact)
-  const __m256i h =
-      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
-                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(second(p, gs))), 1);
-  return _mm512_cvtph_ps(h);
-}
-inline __m512 load_f16x(const float* p, size_t gs) {  // 8 + 8 floats
-  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(p))),
-                                             _mm256_castps_pd(_mm256_loadu_ps(second(p, gs))), 1));
-}
-inline __m128i load_8x2(const void* p, size_t gs) {
-  return _mm_unpacklo_epi64(_mm_loadl_epi64(static_cast<const __m128i*>(p)),
-                            _mm_loadl_epi64(static_cast<const __m128i*>(second(p, gs))));
-}
-inline __m512i load_u8x16(const uint8_t* p, size_t gs) {
-  return _mm512_cvtepu8_epi32(load_8x2(p, gs));
-}
-inline __m512i load_s8x16(const int8_t* p, size_t gs) {
-  return _mm512_cvtepi8_epi32(load_8x2(p, gs));
-}
 inline void store_row(int8_t* dst, __m512i v) {
   _mm512_storeu_si512(dst, v);
-}
-inline __m512i low_nibbles(__m512i v) {
-  return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
-}
-inline __m512i high_nibbles(__m512i v) {
-  return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
 }
 inline __m512i minus(__m512i v, int8_t offset) {
   return _mm512_sub_epi8(v, _mm512_set1_epi8(offset));
@@ -135,7 +102,7 @@ struct Q8Update {
   template <class G>
   static void update(__m512* acc, const Sums* s, const G* g, size_t gs, const uint8_t*, size_t,
                      const ActBlockInfo* xi, size_t xss) {
-    const __m512 dw = load_h16(g->d, gs);
+    const __m512 dw = V512::load_h(g->d, gs);
     for (int c = 0; c < kTok; ++c) {
       const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xi[c * xss].d));
       const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(s[0][c]));
@@ -153,8 +120,8 @@ struct MinUpdate {
   template <class G>
   static void update(__m512* acc, const Sums* s, const G* g, size_t gs, const uint8_t* xb, size_t xs,
                      const ActBlockInfo*, size_t) {
-    const __m512 dw = load_h16(g->d, gs);
-    const __m512 mw = load_h16(g->m, gs);
+    const __m512 dw = V512::load_h(g->d, gs);
+    const __m512 mw = V512::load_h(g->m, gs);
     for (int c = 0; c < kTok; ++c) {
       const auto* x = reinterpret_cast<const XBlock*>(xb + c * xs);
       const __m512 t1 =
@@ -169,7 +136,7 @@ struct MinUpdate {
 struct TQ8_0 : Q8Update {
   using G = Q8x8;
   static void unpack(const G* g, size_t gs, int8_t* b) {
-    for (int j = 0; j < 8; ++j) store_row(b + 64 * j, _mm512_xor_si512(load_pair32(g->q[j], gs), _mm512_set1_epi8(-128)));
+    for (int j = 0; j < 8; ++j) store_row(b + 64 * j, _mm512_xor_si512(V512::load_q(g->q[j], gs), _mm512_set1_epi8(-128)));
   }
 };
 // Nibble layouts: packed vector j's low nibbles are elements 4j..4j+3 (B row j), its high ones 16+4j..
@@ -177,9 +144,9 @@ struct TQ8_0 : Q8Update {
 template <int kOffset>
 void unpack_nibbles32(const uint8_t (*q)[32], size_t gs, int8_t* b) {
   for (int j = 0; j < 4; ++j) {
-    const __m512i v = load_pair32(q[j], gs);
-    store_row(b + 64 * j, minus(low_nibbles(v), kOffset));
-    store_row(b + 64 * (4 + j), minus(high_nibbles(v), kOffset));
+    const __m512i v = V512::load_q(q[j], gs);
+    store_row(b + 64 * j, minus(V512::low_nibbles(v), kOffset));
+    store_row(b + 64 * (4 + j), minus(V512::high_nibbles(v), kOffset));
   }
 }
 struct TQ4_0 : Q8Update {  // stored + 8
@@ -193,22 +160,17 @@ struct TQ4_1 : MinUpdate {  // unsigned 0..15
 struct TQ5_1 : MinUpdate {  // unsigned 0..31, bytes
   using G = Q8x8m;
   static void unpack(const G* g, size_t gs, int8_t* b) {
-    for (int j = 0; j < 8; ++j) store_row(b + 64 * j, load_pair32(g->q[j], gs));
+    for (int j = 0; j < 8; ++j) store_row(b + 64 * j, V512::load_q(g->q[j], gs));
   }
 };
 // Q5_0 (stored + 16): Q4_0's nibbles plus 16 where the fifth bit is set (hmask: lo0..lo3, hi0..hi3).
 struct TQ5_0 : Q8Update {
   using G = Q5x8;
   static void unpack(const G* g, size_t gs, int8_t* b) {
-    auto fifth = [&](int m) {
-      return _cvtu64_mask64(g->hmask[m] | (static_cast<uint64_t>(*second(&g->hmask[m], gs)) << 32));
-    };
-    const __m512i x10 = _mm512_set1_epi8(0x10);
     for (int j = 0; j < 4; ++j) {
-      const __m512i v = load_pair32(g->q[j], gs);
-      const __m512i lo = low_nibbles(v), hi = high_nibbles(v);
-      store_row(b + 64 * j, minus(_mm512_mask_add_epi8(lo, fifth(j), lo, x10), 16));
-      store_row(b + 64 * (4 + j), minus(_mm512_mask_add_epi8(hi, fifth(4 + j), hi, x10), 16));
+      const __m512i v = V512::load_q(g->q[j], gs);
+      store_row(b + 64 * j, minus(V512::add_0x10(V512::low_nibbles(v), &g->hmask[j], gs), 16));
+      store_row(b + 64 * (4 + j), minus(V512::add_0x10(V512::high_nibbles(v), &g->hmask[4 + j], gs), 16));
     }
   }
 };
@@ -227,11 +189,11 @@ struct KScalesMins {
                      const ActBlockInfo*, size_t) {
     __m512i sc[8], mn[8];
     for (int j = 0; j < 8; ++j) {
-      sc[j] = load_u8x16(g->sc[j], gs);
-      mn[j] = load_u8x16(g->mn[j], gs);
+      sc[j] = V512::load_u8(g->sc[j], gs);
+      mn[j] = V512::load_u8(g->mn[j], gs);
     }
-    const __m512 dw = load_f16x(g->d, gs);
-    const __m512 dmin = load_f16x(g->dmin, gs);
+    const __m512 dw = V512::load_f32(g->d, gs);
+    const __m512 dmin = V512::load_f32(g->dmin, gs);
     for (int c = 0; c < kTok; ++c) {
       const auto* x = reinterpret_cast<const XBlock*>(xb + c * xs);
       __m512i sumi = _mm512_setzero_si512(), summ = _mm512_setzero_si512();
@@ -254,9 +216,9 @@ struct TQ4_K : KScalesMins {
   static void unpack(const G* g, size_t gs, int8_t* b) {
     for (int u = 0; u < 4; ++u) {
       for (int t = 0; t < 8; ++t) {
-        const __m512i v = load_pair32(g->q[u][t], gs);
-        store_row(b + 512 * (2 * u) + 64 * t, low_nibbles(v));
-        store_row(b + 512 * (2 * u + 1) + 64 * t, high_nibbles(v));
+        const __m512i v = V512::load_q(g->q[u][t], gs);
+        store_row(b + 512 * (2 * u) + 64 * t, V512::low_nibbles(v));
+        store_row(b + 512 * (2 * u + 1) + 64 * t, V512::high_nibbles(v));
       }
     }
   }
@@ -264,7 +226,7 @@ struct TQ4_K : KScalesMins {
 struct TQ5_K : KScalesMins {  // bytes 0..31, vector v = elements 4v..4v+3
   using G = Q5Kx8;
   static void unpack(const G* g, size_t gs, int8_t* b) {
-    for (int v = 0; v < 64; ++v) store_row(b + 64 * v, load_pair32(g->q[v], gs));
+    for (int v = 0; v < 64; ++v) store_row(b + 64 * v, V512::load_q(g->q[v], gs));
   }
 };
 // Q6_K: 16 groups of 16 (stored + 32) with signed 8-bit scales; acc += (d_w d_x) * sum_j sc_j * sumi_j.
@@ -276,13 +238,13 @@ struct TQ6_K {
   static constexpr int kDots = 16;
   static constexpr int x_off(int j) { return offsetof(BlockQ8_K, qs) + 16 * j; }
   static void unpack(const G* g, size_t gs, int8_t* b) {
-    for (int v = 0; v < 64; ++v) store_row(b + 64 * v, minus(load_pair32(g->q[v], gs), 32));
+    for (int v = 0; v < 64; ++v) store_row(b + 64 * v, minus(V512::load_q(g->q[v], gs), 32));
   }
   static void update(__m512* acc, const Sums* s, const G* g, size_t gs, const uint8_t* xb, size_t xs,
                      const ActBlockInfo*, size_t) {
     __m512i sc[16];
-    for (int j = 0; j < 16; ++j) sc[j] = load_s8x16(g->sc[j], gs);
-    const __m512 dw = load_f16x(g->d, gs);
+    for (int j = 0; j < 16; ++j) sc[j] = V512::load_s8(g->sc[j], gs);
+    const __m512 dw = V512::load_f32(g->d, gs);
     for (int c = 0; c < kTok; ++c) {
       const auto* x = reinterpret_cast<const XBlock*>(xb + c * xs);
       __m512i sumi = _mm512_setzero_si512();

@@ -35,56 +35,7 @@ constexpr int kVectorRegs = 32;  // zmm0-31 (ymm0-31 with AVX512VL)
 
 #include "quant/kernels/x86_avx2/repack_vnni.inc"
 
-// Two consecutive row groups: the first in the low 256 bits, the second (gs bytes further) in the high.
-struct V512 {
-  using I = __m512i;
-  using F = __m512;
-  static constexpr int kMaxTokens = 8;
-  static I zero() { return _mm512_setzero_si512(); }
-  static I set1(int32_t v) { return _mm512_set1_epi32(v); }
-  static F zerof() { return _mm512_setzero_ps(); }
-  static F set1f(float v) { return _mm512_set1_ps(v); }
-  static I add(I a, I b) { return _mm512_add_epi32(a, b); }
-  static I mullo(I a, I b) { return _mm512_mullo_epi32(a, b); }
-  static I dot(I acc, I w, const int8_t* x) { return _mm512_dpbusd_epi32(acc, w, _mm512_set1_epi32(word4(x))); }
-  static F addf(F a, F b) { return _mm512_add_ps(a, b); }
-  static F subf(F a, F b) { return _mm512_sub_ps(a, b); }
-  static F mulf(F a, F b) { return _mm512_mul_ps(a, b); }
-  static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
-  static I load_q(const uint8_t* p, size_t gs) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),
-                              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(second(p, gs))), 1);
-  }
-  static I low_nibbles(I v) { return _mm512_and_si512(v, _mm512_set1_epi8(0x0F)); }
-  static I high_nibbles(I v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F)); }
-  static __m128i load_8x2(const void* p, size_t gs) {  // 8 bytes of each group
-    return _mm_unpacklo_epi64(_mm_loadl_epi64(static_cast<const __m128i*>(p)),
-                              _mm_loadl_epi64(static_cast<const __m128i*>(second(p, gs))));
-  }
-  static I load_u8(const uint8_t* p, size_t gs) { return _mm512_cvtepu8_epi32(load_8x2(p, gs)); }
-  static I load_s8(const int8_t* p, size_t gs) { return _mm512_cvtepi8_epi32(load_8x2(p, gs)); }
-  static F load_f32(const float* p, size_t gs) {
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(p))),
-                                               _mm256_castps_pd(_mm256_loadu_ps(second(p, gs))), 1));
-  }
-  static F load_h(const uint16_t* p, size_t gs) {
-    const __m256i h =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
-                                _mm_loadu_si128(reinterpret_cast<const __m128i*>(second(p, gs))), 1);
-    return _mm512_cvtph_ps(h);
-  }
-  static I add_0x10(I w, const uint32_t* mask, size_t gs) {
-    const __mmask64 m = _cvtu64_mask64(*mask | (static_cast<uint64_t>(*second(mask, gs)) << 32));
-    return _mm512_mask_add_epi8(w, m, w, _mm512_set1_epi8(0x10));
-  }
-  static void store(const F* acc, int nc, int nr, float* y, size_t ldy) {
-    alignas(64) float out[2 * R];
-    for (int c = 0; c < nc; ++c) {
-      _mm512_store_ps(out, acc[c]);
-      std::memcpy(y + c * ldy, out, static_cast<size_t>(nr) * sizeof(float));
-    }
-  }
-};
+#include "quant/kernels/x86_avx512/v512.inc"
 
 }  // namespace
 
