@@ -22,8 +22,9 @@ namespace {
 constexpr int64_t kRowBlock = 16;
 // Row groups (of kernels::kRepackRows) per unit of work in the repacked GEMM.
 constexpr int64_t kUnitGroups = 4;
-// Tokens from which the repacked GEMM uses pair kernels and dynamic work units.
-constexpr int64_t kPairMinTokens = 4;
+// Tokens from which the repacked GEMM shares a counter of work units (below it, decode: each thread
+// streams its own share).
+constexpr int64_t kStreamMaxTokens = 3;
 // Below that, pieces per thread's share of row groups (what an idle thread can take from a slow one).
 constexpr int64_t kPiecesPerShare = 16;
 
@@ -134,9 +135,9 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
   const int64_t fit = static_cast<int64_t>((512u << 10) / act_stride);
   const int64_t chunk = use_tiles ? std::max<int64_t>(1, fit / kernels::kTileTokens) * kernels::kTileTokens
                                   : std::max<int64_t>(4, fit / 4 * 4);
-  // Pair kernels (two row groups per 512-bit stream) pay once a few tokens share the unpacked weights;
-  // for a GEMV they halve the streaming rate, so decode uses the 8-row kernel.
-  const bool use_pairs = w.repack->gemm_pair != nullptr && m >= kPairMinTokens;
+  // Pair kernels (two row groups per 512-bit stream) pay once a few tokens share the unpacked weights, and
+  // on some CPUs from one token (the level's pair_min_tokens).
+  const bool use_pairs = w.repack->gemm_pair != nullptr && m >= w.repack->pair_min_tokens;
   // One kernel call on `rows` rows from group g and tokens [c0, c0 + nc); the tile kernel also takes the
   // tokens' tiled quants (extra).
   auto run = [&](auto fn, int64_t g, int rows, int64_t c0, int nc, auto... extra) {
@@ -171,13 +172,16 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
       run_groups(0, n_groups, c0, static_cast<int>(std::min(chunk, m - c0)));
     return;
   }
-  if (m < kPairMinTokens) {
+  if (m <= kStreamMaxTokens) {
     // Streaming a few tokens: each thread reads its own contiguous share front to back (a shared counter
     // interleaving the threads' units cost a third of the bandwidth), in pieces taken from a counter per
     // share. A thread done early takes the remaining pieces of the other shares, so a thread that is
     // descheduled or slower (another VM on its core) does not hold up the step.
-    const int64_t share = (n_groups + nth - 1) / nth;
-    const int64_t piece = std::max<int64_t>(1, share / kPiecesPerShare);
+    // Shares and pieces of whole pairs where pairs run (a piece's lone last group would take the 8-row
+    // kernel).
+    const int64_t step = use_pairs ? 2 : 1;
+    const int64_t share = (n_groups + nth * step - 1) / (nth * step) * step;
+    const int64_t piece = std::max<int64_t>(1, share / kPiecesPerShare / step) * step;
     const auto next = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(nth));  // zeroed
     pool.run([&](int ith, int nt) {
       for (int v = 0; v < nt; ++v) {

@@ -16,11 +16,10 @@
 namespace minfer::quant {
 namespace {
 
-// Same blocking as quant::matmul: rows per unit of the plain tile path, row groups per unit of the
-// repacked path, and the token count from which the repacked pair kernels pay.
+// Same blocking as quant::matmul: rows per unit of the plain tile path and row groups per unit of the
+// repacked path (the level's pair_min_tokens says from how many tokens the pair kernels pay).
 constexpr int64_t kRowBlock = 16;
 constexpr int64_t kUnitGroups = 4;
-constexpr int64_t kPairMinTokens = 4;
 
 struct Unit {
   int32_t expert;
@@ -112,7 +111,7 @@ void matmul_id(std::span<const Weight> experts, const float* x, const int32_t* i
     const uint8_t* a = act + static_cast<size_t>(u.p0) * act_stride;
     float* yo = out + static_cast<size_t>(u.p0 * n);
     if (rp != nullptr) {
-      const bool use_pairs = rp->gemm_pair != nullptr && u.n_rows >= kPairMinTokens;
+      const bool use_pairs = rp->gemm_pair != nullptr && u.n_rows >= rp->pair_min_tokens;
       for (int64_t r = u.r0; r < u.r1;) {
         const bool pair = use_pairs && r + kernels::kRepackRows < u.r1;
         const auto fn = pair ? rp->gemm_pair : rp->gemm;

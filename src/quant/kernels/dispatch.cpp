@@ -176,7 +176,10 @@ CpuKernels build(Isa isa) {
   if (isa == Isa::kAvx2) avx2::fill_repack(k);
   if (isa == Isa::kAvxVnni) avxvnni::fill_repack(k);
   if (isa == Isa::kAvx512 || isa == Isa::kAmx) avx512::fill(k);
-  if (isa == Isa::kAmx) amx::fill(k);
+  if (isa == Isa::kAmx) {
+    avx512::fill_repack_xeon(k);
+    amx::fill(k);
+  }
 #endif
 #if defined(MINFER_HAVE_NEON)
   if (isa == Isa::kNeon) neon::fill(k);

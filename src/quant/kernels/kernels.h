@@ -72,6 +72,10 @@ struct RepackKernels {
   // With gemm_tiles: lays out the quants of nc (a multiple of kTileTokens) activation rows, x_stride bytes
   // apart, for gemm_tiles: k bytes per row, each tile of tokens' rows starting nc_before * k bytes in.
   void (*pack_tiles)(const void* x, size_t x_stride, int nc, int64_t k, int8_t* out) = nullptr;
+  // Tokens from which matmul takes two row groups per gemm_pair call (below it, gemm's 8 rows). A level's
+  // choice, measured: 4 at avx512 (on Zen 4 a one-token GEMV streamed slower on the pairs), 1 at amx (on
+  // the Intel Xeon the pairs' 512-bit stream is faster for one token too).
+  int32_t pair_min_tokens = 4;
 };
 
 // Tokens per AMX tile (its rows): gemm_tiles takes tokens in multiples of this.
@@ -138,6 +142,9 @@ void fill_repack(CpuKernels& k);  // repack_avx2.cpp: the x8 layouts' GEMM witho
 }  // namespace avx2
 namespace avx512 {
 void fill(CpuKernels& k);
+// repack_avx512.cpp: the same kernels tuned for the Intel Xeon's decode (weights prefetched ahead in
+// one-token passes, pairs from one token), for the amx level, which only Intel CPUs reach.
+void fill_repack_xeon(CpuKernels& k);
 }
 namespace amx {
 void fill(CpuKernels& k);  // repack_amx.cpp: adds gemm_tiles to the avx512 level's repacked types

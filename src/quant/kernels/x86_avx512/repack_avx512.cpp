@@ -43,4 +43,13 @@ void fill_repack(CpuKernels& k) {
   fill_vnni_repack<V256, V512>(k);
 }
 
+// Intel Xeon (family 6 model 167, AMX; docs/KERNELS.md "Decode on the Intel Xeon"): a one-token GEMV at
+// the plain kernels reached 10-12 GB/s per thread against the 19 GB/s one thread streams, with the
+// unpack far from compute-bound (the same kernel ran 38-47 GB/s from L2): the hardware prefetcher alone
+// kept too few lines in flight. 4 KiB ahead in each group's stream and 16-row pairs from one token took
+// the 0.5B Q4_0's decode from 60-63 to 72-75 tok/s on 2 threads.
+void fill_repack_xeon(CpuKernels& k) {
+  fill_vnni_repack<V256, V512, /*kPrefetch=*/4096, /*kPairMinTokens=*/1>(k);
+}
+
 }  // namespace minfer::kernels::avx512
