@@ -131,8 +131,11 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
   const int64_t n_groups = (n + kernels::kRepackRows - 1) / kernels::kRepackRows;
   const size_t group_bytes = w.repack->packed_bytes(kernels::kRepackRows, k);
   // Tokens per pass: keep the activation chunk within ~512 KiB of L2 while a row group streams past it.
-  // With tiles, whole tiles of tokens (chunks start on a tile).
-  const int64_t fit = static_cast<int64_t>((512u << 10) / act_stride);
+  // With tiles, whole tiles of tokens (chunks start on a tile), as many as 1 MiB of their tile bytes (k
+  // per token): each call unpacks its pair's weights once for all its tiles, so longer chunks amortize
+  // it (7B Q4_K_M pp512 on the Intel Xeon: 55 -> 65-68 tok/s against 512 KiB of activation rows, where
+  // ffn_down's k = 18944 left one tile per call).
+  const auto fit = static_cast<int64_t>(use_tiles ? (1u << 20) / static_cast<size_t>(k) : (512u << 10) / act_stride);
   const int64_t chunk = use_tiles ? std::max<int64_t>(1, fit / kernels::kTileTokens) * kernels::kTileTokens
                                   : std::max<int64_t>(4, fit / 4 * 4);
   // Pair kernels (two row groups per 512-bit stream) pay once a few tokens share the unpacked weights, and
