@@ -5,8 +5,8 @@
 # Prints per round pp/tg tok/s and the ratios the done-when of issue 18 asks for, with the CPU name.
 # Usage: scripts/bench_vs_peer.sh [--big] [--only "M ..."] [--best-only] [--rounds N] [--threads N] [--pp N] [--tg N]
 #        [--minfer BIN]
-#   --big: also the 7B/8B/30B-A3B Q4_K_M files (scripts/make_bench_models.sh --big): pp256/tg32 for the
-#   7B, pp512/tg32 for the 8B and the 30B-A3B (issue 24's targets).
+#   --big: also the 7B/8B/30B-A3B Q4_K_M files (scripts/make_bench_models.sh --big): pp512/tg32 (issue 29's
+#   7B target, issue 24's 8B and 30B-A3B ones; the 7B was pp256 before 2026-12-03).
 #   --only: just these models (names of models/bench/*.gguf without .gguf).
 #   --best-only: only minfer's best level against the peer's best backend (no avx2 / haswell / icelake rows).
 # Needs models/bench/ (scripts/make_bench_models.sh) and node; installs missing peer homes (npm, once).
@@ -77,8 +77,7 @@ for ((round = 1; round <= rounds; ++round)); do
     f="models/bench/$m.gguf"
     [ -f "$f" ] || { echo "bench_vs_peer: $f missing (scripts/make_bench_models.sh)" >&2; exit 1; }
     p=$pp t=$tg
-    [ "$m" = qwen2.5-7b-q4_k_m ] && p=256 t=32
-    [ "$m" = llama-3.1-8b-q4_k_m ] || [ "$m" = qwen3-30b-a3b-q4_k_m ] && t=32
+    case "$m" in qwen2.5-7b-q4_k_m | llama-3.1-8b-q4_k_m | qwen3-30b-a3b-q4_k_m) t=32 ;; esac
     for e in "${minfers[@]}"; do
       name="${e%%=*}" isa="${e#*=}"
       r="$(MINFER_CPU_ISA="$isa" "$minfer" bench "$f" -p "$p" -n "$t" -r 1 -t "$threads" -o json 2>/dev/null | ts_of)"

@@ -186,10 +186,11 @@ void BM_QuantizeActivations(benchmark::State& state, DType t) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 512 * kK * 4);
 }
 
-// Memory-bandwidth probe: sums a 128 MiB buffer (read-only streaming, like GEMV) with n threads, with
-// 512-bit loads where the CPU has AVX-512 (a scalar loop under-reports Zen 4's bandwidth).
+// Memory-bandwidth probe: sums a 1 GiB buffer (read-only streaming, like GEMV) with n threads, with
+// 512-bit loads where the CPU has AVX-512 (a scalar loop under-reports Zen 4's bandwidth). 1 GiB: the
+// Intel Xeon VM of 2026-12-03 reports a 480 MiB L3, which held the earlier 128 MiB buffer.
 void BM_MemoryBandwidth(benchmark::State& state) {
-  static std::vector<uint64_t> buf(16ull << 20, 1);  // 128 MiB: 4x the L3
+  static std::vector<uint64_t> buf(128ull << 20, 1);  // 1 GiB
   ThreadPool& p = pool(static_cast<int>(state.range(0)));
   const bool wide = minfer::kernels::isa_available(minfer::kernels::Isa::kAvx512);
   for (auto _ : state) {
