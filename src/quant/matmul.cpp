@@ -22,8 +22,8 @@ namespace {
 constexpr int64_t kRowBlock = 16;
 // Row groups (of kernels::kRepackRows) per unit of work in the repacked GEMM.
 constexpr int64_t kUnitGroups = 4;
-// Tokens from which the repacked GEMM shares a counter of work units (below it, decode: each thread
-// streams its own share).
+// Up to this many tokens (decode) the repacked GEMM streams the weights, each thread its own share; more
+// tokens share a counter of work units.
 constexpr int64_t kStreamMaxTokens = 3;
 // Below that, pieces per thread's share of row groups (what an idle thread can take from a slow one).
 constexpr int64_t kPiecesPerShare = 16;
@@ -135,7 +135,8 @@ static void matmul_repacked(const Weight& w, const float* x, int64_t m, float* y
   // per token): each call unpacks its pair's weights once for all its tiles, so longer chunks amortize
   // it (7B Q4_K_M pp512 on the Intel Xeon: 55 -> 65-68 tok/s against 512 KiB of activation rows, where
   // ffn_down's k = 18944 left one tile per call).
-  const auto fit = static_cast<int64_t>(use_tiles ? (1u << 20) / static_cast<size_t>(k) : (512u << 10) / act_stride);
+  const auto fit =
+      static_cast<int64_t>(use_tiles ? (1u << 20) / static_cast<size_t>(k) : (512u << 10) / act_stride);
   const int64_t chunk = use_tiles ? std::max<int64_t>(1, fit / kernels::kTileTokens) * kernels::kTileTokens
                                   : std::max<int64_t>(4, fit / 4 * 4);
   // Pair kernels (two row groups per 512-bit stream) pay once a few tokens share the unpacked weights, and

@@ -211,8 +211,8 @@ struct ScaleWords {
 inline ScaleWords scale_words(__m512i s32) {
   alignas(64) static constexpr int16_t kIdx[2][32] = {
       {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7},
-      {8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14,
-       15, 15, 15, 15}};
+      {8,  8,  8,  8,  9,  9,  9,  9,  10, 10, 10, 10, 11, 11, 11, 11,
+       12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15}};
   const __m512i w = _mm512_castsi256_si512(_mm512_cvtepi32_epi16(s32));
   return {_mm512_permutexvar_epi16(_mm512_load_si512(kIdx[0]), w),
           _mm512_permutexvar_epi16(_mm512_load_si512(kIdx[1]), w)};
@@ -222,8 +222,10 @@ inline ScaleWords scale_words(__m512i s32) {
 template <bool kSigned>
 inline void store_scaled(__m512i q, const ScaleWords& s, int8_t* lo, int8_t* hi) {
   const __m256i q0 = _mm512_castsi512_si256(q), q1 = _mm512_extracti64x4_epi64(q, 1);
-  const __m512i w0 = _mm512_mullo_epi16(kSigned ? _mm512_cvtepi8_epi16(q0) : _mm512_cvtepu8_epi16(q0), s.first);
-  const __m512i w1 = _mm512_mullo_epi16(kSigned ? _mm512_cvtepi8_epi16(q1) : _mm512_cvtepu8_epi16(q1), s.last);
+  const __m512i w0 =
+      _mm512_mullo_epi16(kSigned ? _mm512_cvtepi8_epi16(q0) : _mm512_cvtepu8_epi16(q0), s.first);
+  const __m512i w1 =
+      _mm512_mullo_epi16(kSigned ? _mm512_cvtepi8_epi16(q1) : _mm512_cvtepu8_epi16(q1), s.last);
   const __m512i m63 = _mm512_set1_epi16(63);
   auto bytes = [](__m512i a, __m512i b) {  // i16 -> i8 (every value fits: the bytes are the value)
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(a)), _mm512_cvtepi16_epi8(b), 1);
@@ -232,12 +234,10 @@ inline void store_scaled(__m512i q, const ScaleWords& s, int8_t* lo, int8_t* hi)
   store_row(hi, bytes(_mm512_srai_epi16(w0, 6), _mm512_srai_epi16(w1, 6)));
 }
 // B row v (0..63) of a super-block: dot v / 16, row v % 16.
-inline void store_scaled_row(int8_t* b, int v, const ScaleWords& s, __m512i q, bool is_signed) {
+template <bool kSigned>
+inline void store_scaled_row(int8_t* b, int v, const ScaleWords& s, __m512i q) {
   int8_t* lo = b + 64 * v;
-  if (is_signed)
-    store_scaled<true>(q, s, lo, lo + kScaledBytes / 2);
-  else
-    store_scaled<false>(q, s, lo, lo + kScaledBytes / 2);
+  store_scaled<kSigned>(q, s, lo, lo + kScaledBytes / 2);
 }
 
 struct KScaled {
@@ -250,7 +250,8 @@ struct KScaled {
 };
 // The sums of one tile: [0][c][r] lo, [1][c][r] hi.
 inline __m512i scaled_sumi(const int32_t* s, int c) {
-  return _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(s + 256 + 16 * c), 6), _mm512_load_si512(s + 16 * c));
+  return _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(s + 256 + 16 * c), 6),
+                          _mm512_load_si512(s + 16 * c));
 }
 // Q4_K / Q5_K: mins as summ = sum_j mn_j * (bsums[2j] + bsums[2j+1]), exact in i32 (vpdpwssd on i16 pairs
 // of sub-blocks: mn <= 63, the pair sums <= 2 * 16 * 128); then the reference's super-block update
@@ -260,7 +261,8 @@ struct KScalesMins : KScaled {
   static void update(__m512* acc, const int32_t* s, const G* g, size_t gs, const uint8_t* xb, size_t xs) {
     __m512i mn[4];
     for (int i = 0; i < 4; ++i)
-      mn[i] = _mm512_or_si512(V512::load_u8(g->mn[2 * i], gs), _mm512_slli_epi32(V512::load_u8(g->mn[2 * i + 1], gs), 16));
+      mn[i] = _mm512_or_si512(V512::load_u8(g->mn[2 * i], gs),
+                              _mm512_slli_epi32(V512::load_u8(g->mn[2 * i + 1], gs), 16));
     const __m512 dw = V512::load_f32(g->d, gs);
     const __m512 dmin = V512::load_f32(g->dmin, gs);
     for (int c = 0; c < kTok; ++c) {
@@ -269,7 +271,8 @@ struct KScalesMins : KScaled {
       for (int i = 0; i < 4; ++i) {
         const auto b0 = static_cast<uint16_t>(x->bsums[4 * i] + x->bsums[4 * i + 1]);
         const auto b1 = static_cast<uint16_t>(x->bsums[4 * i + 2] + x->bsums[4 * i + 3]);
-        summ = _mm512_dpwssd_epi32(summ, mn[i], _mm512_set1_epi32(static_cast<int32_t>(b0 | (uint32_t{b1} << 16))));
+        summ = _mm512_dpwssd_epi32(summ, mn[i],
+                                   _mm512_set1_epi32(static_cast<int32_t>(b0 | (uint32_t{b1} << 16))));
       }
       const __m512 xd = _mm512_set1_ps(x->d);
       const __m512 t1 = _mm512_mul_ps(_mm512_mul_ps(dw, xd), _mm512_cvtepi32_ps(scaled_sumi(s, c)));
@@ -288,8 +291,8 @@ struct TQ4_K : KScalesMins {
       const ScaleWords s1 = scale_words(V512::load_u8(g->sc[2 * u + 1], gs));
       for (int t = 0; t < 8; ++t) {
         const __m512i v = V512::load_q(g->q[u][t], gs);
-        store_scaled_row(b, 16 * u + t, s0, V512::low_nibbles(v), false);
-        store_scaled_row(b, 16 * u + 8 + t, s1, V512::high_nibbles(v), false);
+        store_scaled_row<false>(b, 16 * u + t, s0, V512::low_nibbles(v));
+        store_scaled_row<false>(b, 16 * u + 8 + t, s1, V512::high_nibbles(v));
       }
     }
   }
@@ -299,7 +302,7 @@ struct TQ5_K : KScalesMins {  // bytes 0..31, vector v = elements 4v..4v+3, sub-
   static void unpack_scaled(const G* g, size_t gs, int8_t* b) {
     for (int j = 0; j < 8; ++j) {
       const ScaleWords s = scale_words(V512::load_u8(g->sc[j], gs));
-      for (int v = 8 * j; v < 8 * j + 8; ++v) store_scaled_row(b, v, s, V512::load_q(g->q[v], gs), false);
+      for (int v = 8 * j; v < 8 * j + 8; ++v) store_scaled_row<false>(b, v, s, V512::load_q(g->q[v], gs));
     }
   }
 };
@@ -309,14 +312,16 @@ struct TQ6_K : KScaled {
   static void unpack_scaled(const G* g, size_t gs, int8_t* b) {
     for (int j = 0; j < 16; ++j) {
       const ScaleWords s = scale_words(V512::load_s8(g->sc[j], gs));
-      for (int v = 4 * j; v < 4 * j + 4; ++v) store_scaled_row(b, v, s, minus(V512::load_q(g->q[v], gs), 32), true);
+      for (int v = 4 * j; v < 4 * j + 4; ++v)
+        store_scaled_row<true>(b, v, s, minus(V512::load_q(g->q[v], gs), 32));
     }
   }
   static void update(__m512* acc, const int32_t* s, const G* g, size_t gs, const uint8_t* xb, size_t xs) {
     const __m512 dw = V512::load_f32(g->d, gs);
     for (int c = 0; c < kTok; ++c) {
       const auto* x = reinterpret_cast<const XBlock*>(xb + c * xs);
-      acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_mul_ps(dw, _mm512_set1_ps(x->d)), _mm512_cvtepi32_ps(scaled_sumi(s, c))));
+      acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_mul_ps(dw, _mm512_set1_ps(x->d)),
+                                                   _mm512_cvtepi32_ps(scaled_sumi(s, c))));
     }
   }
 };
@@ -403,39 +408,38 @@ void gemm_tiles(int64_t k, const void* group, int nr, const void* vx, size_t xs,
   }
 }
 
-
 // The K-quants' kernel: super-blocks outer (one unpack of the pair's scaled weights, 8 KiB, shared by every
 // tile of tokens), tiles inner, with the tiles' float sums in a thread-local buffer. Software pipelined as
 // gemm_tiles: a tile's dots are issued before the previous tile's update, on the other C tiles.
-#define MINFER_TILE_SCALED_DOTS(NAME, CLO, CHI)                       \
-  inline void NAME(const int8_t* a, const int8_t* b, int32_t* s) {    \
-    _tile_zero(CLO);                                                  \
-    _tile_zero(CHI);                                                  \
-    for (int d = 0; d < 4; ++d) {                                     \
-      if (d % 2 == 0)                                                 \
-        _tile_loadd(2, a + 1024 * d, 64);                             \
-      else                                                            \
-        _tile_loadd(3, a + 1024 * d, 64);                             \
-      _tile_loadd(4, b + 1024 * d, 64);                               \
-      _tile_loadd(5, b + kScaledBytes / 2 + 1024 * d, 64);            \
-      if (d % 2 == 0) {                                               \
-        _tile_dpbsud(CLO, 2, 4);                                      \
-        _tile_dpbssd(CHI, 2, 5);                                      \
-      } else {                                                        \
-        _tile_dpbsud(CLO, 3, 4);                                      \
-        _tile_dpbssd(CHI, 3, 5);                                      \
-      }                                                               \
-    }                                                                 \
-    _tile_stored(CLO, s, 64);                                         \
-    _tile_stored(CHI, s + 256, 64);                                   \
+#define MINFER_TILE_SCALED_DOTS(NAME, CLO, CHI)                    \
+  inline void NAME(const int8_t* a, const int8_t* b, int32_t* s) { \
+    _tile_zero(CLO);                                               \
+    _tile_zero(CHI);                                               \
+    for (int d = 0; d < 4; ++d) {                                  \
+      if (d % 2 == 0)                                              \
+        _tile_loadd(2, a + 1024 * d, 64);                          \
+      else                                                         \
+        _tile_loadd(3, a + 1024 * d, 64);                          \
+      _tile_loadd(4, b + 1024 * d, 64);                            \
+      _tile_loadd(5, b + kScaledBytes / 2 + 1024 * d, 64);         \
+      if (d % 2 == 0) {                                            \
+        _tile_dpbsud(CLO, 2, 4);                                   \
+        _tile_dpbssd(CHI, 2, 5);                                   \
+      } else {                                                     \
+        _tile_dpbsud(CLO, 3, 4);                                   \
+        _tile_dpbssd(CHI, 3, 5);                                   \
+      }                                                            \
+    }                                                              \
+    _tile_stored(CLO, s, 64);                                      \
+    _tile_stored(CHI, s + 256, 64);                                \
   }
 MINFER_TILE_SCALED_DOTS(scaled_dots0, 0, 1)
 MINFER_TILE_SCALED_DOTS(scaled_dots1, 6, 7)
 #undef MINFER_TILE_SCALED_DOTS
 
 template <class T>
-void gemm_tiles_scaled(int64_t k, const void* group, int nr, const void* vx, size_t xs, const ActBlockInfo*, size_t,
-                       int nc, float* y, size_t ldy, const int8_t* xtiles) {
+void gemm_tiles_scaled(int64_t k, const void* group, int nr, const void* vx, size_t xs, const ActBlockInfo*,
+                       size_t, int nc, float* y, size_t ldy, const int8_t* xtiles) {
   using G = typename T::G;
   using XBlock = typename T::XBlock;
   configure_tiles<64>();
@@ -449,7 +453,8 @@ void gemm_tiles_scaled(int64_t k, const void* group, int nr, const void* vx, siz
     float v[kCols];
   };
   thread_local std::vector<Acc> acc_buf;
-  if (acc_buf.size() < static_cast<size_t>(n_tiles * kTok)) acc_buf.resize(static_cast<size_t>(n_tiles * kTok));
+  if (acc_buf.size() < static_cast<size_t>(n_tiles * kTok))
+    acc_buf.resize(static_cast<size_t>(n_tiles * kTok));
   auto* acc = reinterpret_cast<__m512*>(acc_buf.data());
   for (int i = 0; i < n_tiles * kTok; ++i) acc[i] = _mm512_setzero_ps();
   alignas(64) int32_t sums[2][2 * kTok * kCols];
@@ -458,7 +463,8 @@ void gemm_tiles_scaled(int64_t k, const void* group, int nr, const void* vx, siz
     T::unpack_scaled(g + b, gs, wb);
     memory_read_by_tiles(*wb);
     auto dots = [&](int t) {
-      const int8_t* a = xtiles + static_cast<size_t>(t) * kTok * static_cast<size_t>(k) + static_cast<size_t>(b) * T::kBlock * kTok;
+      const int8_t* a = xtiles + static_cast<size_t>(t) * kTok * static_cast<size_t>(k) +
+                        static_cast<size_t>(b) * T::kBlock * kTok;
       if (t % 2 == 0)
         scaled_dots0(a, wb, sums[0]);
       else
@@ -475,7 +481,8 @@ void gemm_tiles_scaled(int64_t k, const void* group, int nr, const void* vx, siz
     }
   }
   const __mmask16 rows = static_cast<__mmask16>((1u << nr) - 1);
-  for (int c = 0; c < n_tiles * kTok; ++c) _mm512_mask_storeu_ps(y + static_cast<size_t>(c) * ldy, rows, acc[c]);
+  for (int c = 0; c < n_tiles * kTok; ++c)
+    _mm512_mask_storeu_ps(y + static_cast<size_t>(c) * ldy, rows, acc[c]);
 }
 
 }  // namespace
