@@ -81,6 +81,8 @@ class Engine {
   // The plan for `params` (built, assigned, fused, allocated) — for --dump-graph and tests.
   Result<const sched::Plan*> plan_for(const graph::GraphParams& params);
   std::vector<std::string> backend_names() const { return scheduler_->backend_names(); }
+  // The backends, highest priority first (tests read a device backend's counters through it).
+  const std::vector<backend::Backend*>& backends() const { return scheduler_->backends(); }
   // The load's placement: blocks per backend, device weight and KV MiB, device, splits per step.
   const std::string& placement() const { return placement_; }
   // Prints it to stderr ("minfer: placement: ...") when a device backend is in use or the options asked

@@ -30,14 +30,6 @@
 namespace minfer::backend::test {
 namespace {
 
-#define MINFER_VK_DEVICE_OR_SKIP(var)                                                   \
-  std::string var##_why;                                                                \
-  const int var = pick_device(&var##_why);                                              \
-  if (var < 0) {                                                                        \
-    if (vulkan_required()) FAIL() << "MINFER_VULKAN_REQUIRED=1: " << var##_why;         \
-    GTEST_SKIP() << var##_why;                                                          \
-  }
-
 // Captures the Vulkan backend each engine load creates (and optionally arms a fault on it at once);
 // removes the registry hook when it goes out of scope.
 class DeviceCapture {

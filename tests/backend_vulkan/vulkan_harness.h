@@ -35,6 +35,16 @@ std::unique_ptr<VulkanBackend> open_backend();
 
 bool vulkan_required();
 
+// `var` = the device index to test (pick_device), for tests that open it through the engine; skipped
+// with the reason when there is none, failed under MINFER_VULKAN_REQUIRED=1.
+#define MINFER_VK_DEVICE_OR_SKIP(var)                                                                    \
+  std::string var##_why;                                                                                 \
+  const int var = ::minfer::backend::test::pick_device(&var##_why);                                      \
+  if (var < 0) {                                                                                         \
+    if (::minfer::backend::test::vulkan_required()) FAIL() << "MINFER_VULKAN_REQUIRED=1: " << var##_why; \
+    GTEST_SKIP() << var##_why;                                                                           \
+  }
+
 // One op node with its sources. Sources are weights (registered on both backends), host inputs (kInput:
 // ids, positions; bound as host pointers, as the scheduler binds them) or f32 activations (uploaded into a
 // Vulkan arena; plain host memory for the CPU).

@@ -80,12 +80,7 @@ OffloadRun run(const std::string& path, std::vector<std::string> backends, int d
 // order; those roundings are the whole difference (every other offloaded op is bit-exact or within a few
 // ulps, see BACKENDS.md).
 void expect_offload_matches_cpu(const std::string& path, float tol) {
-  std::string why;
-  const int device = pick_device(&why);
-  if (device < 0) {
-    if (vulkan_required()) FAIL() << "MINFER_VULKAN_REQUIRED=1: " << why;
-    GTEST_SKIP() << why;
-  }
+  MINFER_VK_DEVICE_OR_SKIP(device);
   const OffloadRun cpu = run(path, {"cpu"}, -1, engine::kGpuLayersDefault);
   ASSERT_EQ(cpu.tokens.size(), 4u);
   EXPECT_NE(cpu.placement.find("CPU: blocks 0-"), std::string::npos) << cpu.placement;
@@ -151,12 +146,7 @@ TEST(VulkanOffload, FixtureQwen3F16MatchesTheCpuAtEveryLayerCount) {
 // cache: with f16 cells, a last-bit difference in a K or V value can flip its f16 rounding (2^-11
 // relative), which one step later shows as ~1e-3 on a logit (measured 1.2e-3).
 TEST(VulkanOffload, SequencesAndAContextShiftMatchTheCpu) {
-  std::string why;
-  const int device = pick_device(&why);
-  if (device < 0) {
-    if (vulkan_required()) FAIL() << "MINFER_VULKAN_REQUIRED=1: " << why;
-    GTEST_SKIP() << why;
-  }
+  MINFER_VK_DEVICE_OR_SKIP(device);
   const std::string path = minfer::test::write_tiny_model("tiny-qwen2", DType::F32, 7);
   auto steps = [&](std::vector<std::string> backends, int dev, int32_t layers) {
     engine::EngineOptions o;
@@ -214,12 +204,7 @@ TEST(VulkanOffload, SequencesAndAContextShiftMatchTheCpu) {
 
 // The default on a CPU-type device: nothing is offloaded unless the device is named.
 TEST(VulkanOffload, ACpuTypeDeviceIsUsedOnlyWhenNamed) {
-  std::string why;
-  const int device = pick_device(&why);
-  if (device < 0) {
-    if (vulkan_required()) FAIL() << "MINFER_VULKAN_REQUIRED=1: " << why;
-    GTEST_SKIP() << why;
-  }
+  MINFER_VK_DEVICE_OR_SKIP(device);
   auto devices = vk::enumerate_devices();
   ASSERT_TRUE(devices.ok());
   bool any_gpu = false;

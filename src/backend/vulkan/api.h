@@ -55,6 +55,7 @@ namespace minfer::backend::vk {
   X(vkCreateCommandPool)                      \
   X(vkDestroyCommandPool)                     \
   X(vkAllocateCommandBuffers)                 \
+  X(vkFreeCommandBuffers)                     \
   X(vkResetCommandBuffer)                     \
   X(vkBeginCommandBuffer)                     \
   X(vkEndCommandBuffer)                       \

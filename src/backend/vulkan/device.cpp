@@ -446,20 +446,46 @@ Result<VkCommandBuffer> Device::command_buffer() {
   return command_buffer_;
 }
 
+Result<VkDescriptorPool> Device::create_descriptor_pool(uint32_t sets) {
+  if (!lost_.ok()) return lost_;
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * kMaxBindings};
+  VkDescriptorPoolCreateInfo ci{};
+  ci.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+  ci.maxSets = sets;
+  ci.poolSizeCount = 1;
+  ci.pPoolSizes = &size;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  MINFER_RETURN_IF_ERROR(
+      check_vk(api_->vkCreateDescriptorPool(device_, &ci, nullptr, &pool), "vkCreateDescriptorPool"));
+  return pool;
+}
+
+void Device::destroy_descriptor_pool(VkDescriptorPool pool) {
+  if (pool != VK_NULL_HANDLE) api_->vkDestroyDescriptorPool(device_, pool, nullptr);
+}
+
+Result<VkCommandBuffer> Device::allocate_command_buffer() {
+  if (!lost_.ok()) return lost_;
+  VkCommandBufferAllocateInfo cai{};
+  cai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+  cai.commandPool = command_pool_;
+  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  cai.commandBufferCount = 1;
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  MINFER_RETURN_IF_ERROR(
+      check_vk(api_->vkAllocateCommandBuffers(device_, &cai, &cb), "vkAllocateCommandBuffers"));
+  return cb;
+}
+
+void Device::free_command_buffer(VkCommandBuffer cb) {
+  if (cb != VK_NULL_HANDLE) api_->vkFreeCommandBuffers(device_, command_pool_, 1, &cb);
+}
+
 Result<VkDescriptorSet> Device::allocate_descriptor_set(VkDescriptorSetLayout layout) {
   constexpr uint32_t kSetsPerPool = 256;
-  constexpr uint32_t kBindingsPerSet = 8;
   for (;;) {
     if (pool_in_use_ == descriptor_pools_.size()) {
-      VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kBindingsPerSet};
-      VkDescriptorPoolCreateInfo ci{};
-      ci.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
-      ci.maxSets = kSetsPerPool;
-      ci.poolSizeCount = 1;
-      ci.pPoolSizes = &size;
-      VkDescriptorPool pool = VK_NULL_HANDLE;
-      MINFER_RETURN_IF_ERROR(
-          check_vk(api_->vkCreateDescriptorPool(device_, &ci, nullptr, &pool), "vkCreateDescriptorPool"));
+      MINFER_ASSIGN_OR_RETURN(VkDescriptorPool pool, create_descriptor_pool(kSetsPerPool));
       descriptor_pools_.push_back(pool);
     }
     VkDescriptorSetAllocateInfo ai{};
@@ -489,16 +515,24 @@ void Device::reset_after_submit() {
 Status Device::submit_and_wait() {
   if (!lost_.ok()) return lost_;
   if (!recording_) return {};
+  Status st = check_vk(api_->vkEndCommandBuffer(command_buffer_), "vkEndCommandBuffer");
+  if (st.ok()) st = submit_wait(command_buffer_);
+  if (lost_.ok()) reset_after_submit();
+  return st;
+}
+
+Status Device::submit_and_wait(VkCommandBuffer recorded) {
+  MINFER_RETURN_IF_ERROR(submit_and_wait());
+  return submit_wait(recorded);
+}
+
+Status Device::submit_wait(VkCommandBuffer cb) {
+  if (!lost_.ok()) return lost_;
   const Api& api = *api_;
-  Status st = check_vk(api.vkEndCommandBuffer(command_buffer_), "vkEndCommandBuffer");
-  if (!st.ok()) {
-    reset_after_submit();
-    return st;
-  }
   VkSubmitInfo si{};
   si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
   si.commandBufferCount = 1;
-  si.pCommandBuffers = &command_buffer_;
+  si.pCommandBuffers = &cb;
   VkResult r = api.vkQueueSubmit(queue_, 1, &si, fence_);
   if (take_fault(Fault::kSubmitFailed) != Fault::kNone && r == VK_SUCCESS) {
     api.vkWaitForFences(device_, 1, &fence_, VK_TRUE, timeout_ms_ * 1000000ull);  // let the real work drain
@@ -506,7 +540,6 @@ Status Device::submit_and_wait() {
   }
   if (r != VK_SUCCESS) {
     api.vkResetFences(device_, 1, &fence_);
-    reset_after_submit();
     if (r == VK_ERROR_DEVICE_LOST) {
       mark_lost("vkQueueSubmit", r);
       return lost_;
@@ -524,7 +557,6 @@ Status Device::submit_and_wait() {
     return lost_;
   }
   api.vkResetFences(device_, 1, &fence_);
-  reset_after_submit();
   return {};
 }
 

@@ -96,6 +96,18 @@ class Device {
   // Descriptor sets for this command buffer; they are recycled after submit_and_wait.
   Result<VkDescriptorSet> allocate_descriptor_set(VkDescriptorSetLayout layout);
 
+  // For work recorded once and submitted many times (tape.h): a command buffer of its own, a descriptor
+  // pool of `sets` sets of up to kMaxBindings storage buffers, and the submit of such a command buffer
+  // (after whatever the one-time command buffer holds), with the same faults and bounded wait as
+  // submit_and_wait(). The caller frees what it allocated, never while a submit of it is pending (none is
+  // once a submit returns).
+  Result<VkCommandBuffer> allocate_command_buffer();
+  void free_command_buffer(VkCommandBuffer cb);
+  Result<VkDescriptorPool> create_descriptor_pool(uint32_t sets);
+  void destroy_descriptor_pool(VkDescriptorPool pool);
+  Status submit_and_wait(VkCommandBuffer recorded);
+  static constexpr uint32_t kMaxBindings = 8;  // storage buffers per descriptor set
+
   void set_timeout_ms(uint64_t ms) { timeout_ms_ = ms; }
   // Test hook: the nth next submit (kDeviceLost, kSubmitFailed) or allocation (kOutOfDeviceMemory) fails;
   // nth 1 is the very next one. Safe to call from another thread than the one recording (the batcher's
@@ -112,6 +124,8 @@ class Device {
  private:
   Device() = default;
   void reset_after_submit();
+  // Submits an ended command buffer, waits for it (bounded) and applies the armed submit / lost faults.
+  Status submit_wait(VkCommandBuffer cb);
 
   const Api* api_ = nullptr;
   DeviceInfo info_;

@@ -2,6 +2,7 @@
 #include "backend/vulkan/memory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 
@@ -27,8 +28,10 @@ Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::create(Device& dev, size_t b
                                                            std::string_view what) {
   if (!dev.lost().ok()) return dev.lost();
   const Api& api = dev.api();
+  static std::atomic<uint64_t> next_serial{1};
   std::unique_ptr<DeviceBuffer> b(new DeviceBuffer());
   b->dev_ = &dev;
+  b->serial_ = next_serial.fetch_add(1);
   b->size_ = bytes;
   const size_t alloc_bytes = std::max<size_t>(16, (bytes + 15) / 16 * 16);  // shaders read whole 32-bit words
   if (dev.info().max_allocation_bytes != 0 && alloc_bytes > dev.info().max_allocation_bytes) {
@@ -158,6 +161,7 @@ Result<Window> window(const Device& dev, const DeviceBuffer& buf, uint64_t begin
   const uint64_t align = std::max<uint64_t>(4, dev.info().min_storage_buffer_offset_alignment);
   Window w;
   w.buffer = buf.handle();
+  w.serial = buf.serial();
   w.offset = begin / align * align;
   w.skip = begin - w.offset;
   const uint64_t alloc = std::max<uint64_t>(16, (buf.size() + 15) / 16 * 16);

@@ -29,6 +29,9 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
   VkBuffer handle() const { return buffer_; }
+  // Unique per process and never reused, unlike a handle (a destroyed buffer's VkBuffer value may come
+  // back): what a recorded command buffer's bindings are matched by (tape.h).
+  uint64_t serial() const { return serial_; }
   size_t size() const { return size_; }
   void* mapped() const { return mapped_; }  // non-null when the host can write it directly
 
@@ -39,6 +42,7 @@ class DeviceBuffer {
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   size_t size_ = 0;
   void* mapped_ = nullptr;
+  uint64_t serial_ = 0;
 };
 
 // Copies host bytes into [offset, offset + bytes) of `dst`: directly when it is mapped, else through a
@@ -60,9 +64,11 @@ Result<CopyBandwidth> measure_copy_bandwidth(Device& dev, size_t bytes, int reps
 // maxStorageBufferRange and the buffer.
 struct Window {
   VkBuffer buffer = VK_NULL_HANDLE;
+  uint64_t serial = 0;  // DeviceBuffer::serial() of `buffer`
   uint64_t offset = 0;
   uint64_t range = 0;
   uint64_t skip = 0;  // bytes from `offset` to the first byte asked for
+  bool operator==(const Window&) const = default;
 };
 // The window holding bytes [begin, begin + bytes) of `buf`; an error when they do not fit in one binding.
 Result<Window> window(const Device& dev, const DeviceBuffer& buf, uint64_t begin, uint64_t bytes,

@@ -1,6 +1,9 @@
 // Pipeline creation from embedded SPIR-V and dispatch recording (see pipelines.h).
 #include "backend/vulkan/pipelines.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "backend/vulkan/shaders.h"
@@ -93,11 +96,16 @@ Result<const Pipeline*> PipelineCache::get(std::string_view name, uint32_t n_bin
   return raw;
 }
 
-Status record_dispatch(Device& dev, const Pipeline& p, std::span<const Window> bindings, const void* push,
-                       uint32_t gx, uint32_t gy, uint32_t gz) {
-  if (bindings.size() != p.n_bindings) {
-    return Status(StatusCode::kInternal, fmt::format("vulkan: dispatch with {} bindings, the pipeline has {}",
-                                                     bindings.size(), p.n_bindings));
+Result<Dispatch> describe_dispatch(const Device& dev, const Pipeline& p, std::span<const Window> bindings,
+                                   const void* push, uint32_t gx, uint32_t gy, uint32_t gz) {
+  if (bindings.size() != p.n_bindings || bindings.size() > Device::kMaxBindings ||
+      p.push_bytes > Dispatch::kMaxPushBytes) {
+    return Status(
+        StatusCode::kInternal,
+        fmt::format("vulkan: dispatch with {} bindings for a pipeline of {} (at most {}) with {} push "
+                    "bytes (at most {})",
+                    bindings.size(), p.n_bindings, Device::kMaxBindings, p.push_bytes,
+                    Dispatch::kMaxPushBytes));
   }
   const DeviceInfo& info = dev.info();
   if (gx > info.max_workgroup_count[0] || gy > info.max_workgroup_count[1] ||
@@ -107,22 +115,33 @@ Status record_dispatch(Device& dev, const Pipeline& p, std::span<const Window> b
         fmt::format("vulkan: dispatch of {}x{}x{} groups exceeds {}x{}x{}", gx, gy, gz,
                     info.max_workgroup_count[0], info.max_workgroup_count[1], info.max_workgroup_count[2]));
   }
-  if (gx == 0 || gy == 0 || gz == 0) return {};
+  Dispatch d;
+  d.pipeline = &p;
+  d.groups[0] = gx;
+  d.groups[1] = gy;
+  d.groups[2] = gz;
+  d.n_bindings = static_cast<uint32_t>(bindings.size());
+  std::copy(bindings.begin(), bindings.end(), d.bindings);
+  if (p.push_bytes) std::memcpy(d.push, push, p.push_bytes);
+  return d;
+}
+
+void record_dispatch(const Device& dev, VkCommandBuffer cb, VkDescriptorSet set, const Dispatch& d) {
+  const Pipeline& p = *d.pipeline;
   const Api& api = dev.api();
-  MINFER_ASSIGN_OR_RETURN(VkCommandBuffer cb, dev.command_buffer());
-  MINFER_ASSIGN_OR_RETURN(VkDescriptorSet set, dev.allocate_descriptor_set(p.set_layout));
-  std::vector<VkDescriptorBufferInfo> infos(bindings.size());
-  std::vector<VkWriteDescriptorSet> writes(bindings.size());
-  for (size_t i = 0; i < bindings.size(); ++i) {
-    infos[i] = {bindings[i].buffer, bindings[i].offset, bindings[i].range};
+  VkDescriptorBufferInfo infos[Device::kMaxBindings];
+  VkWriteDescriptorSet writes[Device::kMaxBindings];
+  for (uint32_t i = 0; i < d.n_bindings; ++i) {
+    infos[i] = {d.bindings[i].buffer, d.bindings[i].offset, d.bindings[i].range};
+    writes[i] = {};
     writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
     writes[i].dstSet = set;
-    writes[i].dstBinding = static_cast<uint32_t>(i);
+    writes[i].dstBinding = i;
     writes[i].descriptorCount = 1;
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
   }
-  api.vkUpdateDescriptorSets(dev.handle(), static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  api.vkUpdateDescriptorSets(dev.handle(), d.n_bindings, writes, 0, nullptr);
   VkMemoryBarrier mb{};
   mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
@@ -132,9 +151,9 @@ Status record_dispatch(Device& dev, const Pipeline& p, std::span<const Window> b
       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   api.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   api.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
-  if (p.push_bytes) api.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push);
-  api.vkCmdDispatch(cb, gx, gy, gz);
-  return {};
+  if (p.push_bytes)
+    api.vkCmdPushConstants(cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, d.push);
+  api.vkCmdDispatch(cb, d.groups[0], d.groups[1], d.groups[2]);
 }
 
 }  // namespace minfer::backend::vk

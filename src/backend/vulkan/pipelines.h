@@ -1,5 +1,6 @@
 // Compute pipelines made from the embedded SPIR-V, one per (shader, specialization constants), created on
-// first use and cached; and the recording of one dispatch (descriptor set, push constants, barrier).
+// first use and cached; and dispatches: described (checked against the device), then recorded
+// (descriptor set, push constants, barrier).
 #pragma once
 
 #include <cstdint>
@@ -40,9 +41,25 @@ class PipelineCache {
   std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
 };
 
-// Records a dispatch of `p` over groups (gx, gy, gz) with `bindings` at 0..n-1 and `push` as push
-// constants, after a barrier that makes every earlier shader write visible. Costs a descriptor set.
-Status record_dispatch(Device& dev, const Pipeline& p, std::span<const Window> bindings, const void* push,
-                       uint32_t gx, uint32_t gy, uint32_t gz);
+// One dispatch as the backend describes it, before anything is recorded: what a command buffer replayed
+// later must match field for field (tape.h). Bindings are matched by buffer serial, never by handle.
+struct Dispatch {
+  static constexpr uint32_t kMaxPushBytes = 128;  // the minimum maxPushConstantsSize Vulkan guarantees
+  const Pipeline* pipeline = nullptr;
+  uint32_t groups[3] = {0, 0, 0};
+  uint32_t n_bindings = 0;
+  Window bindings[Device::kMaxBindings] = {};
+  uint8_t push[kMaxPushBytes] = {};  // pipeline->push_bytes used, the rest zero
+  bool operator==(const Dispatch&) const = default;
+};
+
+// The dispatch of `p` over groups (gx, gy, gz) with `bindings` at 0..n-1 and `push` as push constants;
+// an error when the bindings or groups do not fit the pipeline and the device.
+Result<Dispatch> describe_dispatch(const Device& dev, const Pipeline& p, std::span<const Window> bindings,
+                                   const void* push, uint32_t gx, uint32_t gy, uint32_t gz);
+
+// Records `d` into `cb` with `set` (a descriptor set of d.pipeline's layout, written here): a barrier that
+// makes every earlier shader, transfer and host write visible, then the dispatch.
+void record_dispatch(const Device& dev, VkCommandBuffer cb, VkDescriptorSet set, const Dispatch& d);
 
 }  // namespace minfer::backend::vk

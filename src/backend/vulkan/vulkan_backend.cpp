@@ -1,10 +1,12 @@
-// The Vulkan backend's executor: resolves node pointers to device windows and records one dispatch (or a
-// few, for tensors wider than one binding) per node. Shapes are checked here, once; shaders assume them.
+// The Vulkan backend's executor: resolves node pointers to device windows and describes one dispatch (or
+// a few, for tensors wider than one binding) per node; synchronize() runs the split's list (tape.h). Shapes
+// are checked here, once; shaders assume them.
 #include "backend/vulkan/vulkan_backend.h"
 
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -113,10 +115,12 @@ Result<std::unique_ptr<VulkanBackend>> VulkanBackend::create(int device_index) {
 VulkanBackend::VulkanBackend(std::unique_ptr<vk::Device> dev)
     : dev_(std::move(dev)), arenas_(std::make_shared<std::map<uintptr_t, Arena*>>()) {
   pipelines_ = std::make_unique<vk::PipelineCache>(*dev_);
+  tapes_ = std::make_unique<vk::Tapes>(*dev_);
 }
 
 VulkanBackend::~VulkanBackend() {
   (void)dev_->submit_and_wait();
+  tapes_.reset();
   ring_.clear();
   weights_.clear();
   pipelines_.reset();
@@ -272,11 +276,13 @@ Result<VulkanBackend::Tensor> VulkanBackend::locate(const void* ptr, size_t byte
   uint64_t off = 0;
   MINFER_ASSIGN_OR_RETURN(const Arena* a, find_arena(ptr, bytes, &off));
   if (a != nullptr) return Tensor{a->memory.get(), off};
-  // Host memory: copy it into the ring, where the recorded work reads it.
+  // Host memory: copy it into the ring, where the described work reads it, in a slot of a power of two
+  // bytes (see the header: a growing window list keeps its offset and binding until it doubles).
   const uint64_t align = buffer_alignment();
-  if (ring_.empty() || ring_used_ + bytes > ring_.back()->size()) {
+  const uint64_t slot = std::bit_ceil(std::max<uint64_t>({bytes, 256, align}));
+  if (ring_.empty() || ring_used_ + slot > ring_.back()->size()) {
     const size_t want =
-        std::max<size_t>({bytes, size_t{1} << 20, ring_.empty() ? 0 : ring_.back()->size() * 2});
+        std::max<size_t>({slot, size_t{1} << 20, ring_.empty() ? 0 : ring_.back()->size() * 2});
     MINFER_ASSIGN_OR_RETURN(
         auto buf, vk::DeviceBuffer::create(*dev_, want, vk::MemoryKind::kHostVisible, "input upload ring"));
     ring_.push_back(std::move(buf));
@@ -285,12 +291,15 @@ Result<VulkanBackend::Tensor> VulkanBackend::locate(const void* ptr, size_t byte
   vk::DeviceBuffer& ring = *ring_.back();
   off = ring_used_;
   std::memcpy(static_cast<uint8_t*>(ring.mapped()) + off, ptr, bytes);
-  ring_used_ = (off + bytes + align - 1) / align * align;
-  return Tensor{&ring, off};
+  ring_used_ = (off + slot + align - 1) / align * align;
+  return Tensor{&ring, off, slot};
 }
 
 Result<vk::Window> VulkanBackend::bind(const Tensor& t, uint64_t bytes) const {
-  return vk::window(*dev_, *t.buffer, t.offset, bytes, max_binding());
+  // A ring slot is bound whole (its start is aligned, so the window is exactly the slot), short of the
+  // binding limit.
+  const uint64_t want = t.slot > bytes ? std::max(bytes, std::min(t.slot, max_binding())) : bytes;
+  return vk::window(*dev_, *t.buffer, t.offset, want, max_binding());
 }
 
 Result<const vk::Pipeline*> VulkanBackend::pipeline(std::string_view shader, uint32_t n_bindings,
@@ -306,8 +315,12 @@ Status VulkanBackend::dispatch(const vk::Pipeline& p, std::initializer_list<vk::
   const uint64_t max_x = std::min<uint64_t>(dev_->info().max_workgroup_count[0], 65535);
   const uint64_t gx = std::min(groups, max_x);
   const uint64_t gy = gx == 0 ? 0 : (groups + gx - 1) / gx;
-  return vk::record_dispatch(*dev_, p, std::span<const vk::Window>(bindings.begin(), bindings.size()), push,
-                             u32(gx), u32(gy), 1);
+  MINFER_ASSIGN_OR_RETURN(
+      vk::Dispatch d,
+      vk::describe_dispatch(*dev_, p, std::span<const vk::Window>(bindings.begin(), bindings.size()), push,
+                            u32(gx), u32(gy), 1));
+  if (gx != 0 && gy != 0) pending_.push_back(d);
+  return {};
 }
 
 Status VulkanBackend::matmul(const Weight& w, const Tensor& x, const Tensor& y, int64_t m) {
@@ -397,6 +410,7 @@ Status VulkanBackend::execute(const Graph& graph, NodeId id, std::span<void* con
                               const ExecContext& ctx) {
   Status st = record(graph, id, data, ctx);
   if (st.ok()) return st;
+  abandon();
   const Node& node = graph.node(id);
   // Errors from below (a binding too large, a lost device, a refused allocation) gain the node.
   if (st.message().rfind("node ", 0) == 0) return st;
@@ -717,11 +731,20 @@ Status VulkanBackend::kv_op(const Graph& graph, NodeId id, std::span<void* const
                   static_cast<uint64_t>(n_tokens) * static_cast<uint64_t>(prm.n_head_kv) * chunks);
 }
 
-Status VulkanBackend::synchronize() {
-  Status st = dev_->submit_and_wait();
-  // The ring's bytes were read by the work just finished (or abandoned with it): reuse them.
+void VulkanBackend::reset_ring() {
   if (ring_.size() > 1) ring_.erase(ring_.begin(), ring_.end() - 1);
   ring_used_ = 0;
+}
+
+void VulkanBackend::abandon() {
+  pending_.clear();
+  reset_ring();  // nothing submitted reads the ring
+}
+
+Status VulkanBackend::synchronize() {
+  Status st = tapes_->run(pending_);
+  // The ring's bytes were read by the work just finished (or abandoned with it): reuse them.
+  reset_ring();
   return st;
 }
 

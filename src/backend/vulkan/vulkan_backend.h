@@ -1,12 +1,15 @@
 // The Vulkan backend: weights in device-local memory (uploaded once through a staging buffer), node
-// buffers in device arenas, and the ops it has shaders for, recorded into one command buffer per split
-// and submitted by synchronize(). Only this class is polymorphic; device, memory and pipelines below it
-// are plain code.
+// buffers in device arenas, and the ops it has shaders for: execute() describes each dispatch, and
+// synchronize() submits the split's list as one command buffer, replayed when the same list ran before
+// (tape.h: a cached plan's decode step records nothing). Only this class is polymorphic; device, memory,
+// pipelines and tapes below it are plain code.
 //
 // Node buffers are device memory the host cannot touch: alloc_buffer() returns a Buffer whose base() is a
 // reserved, inaccessible address range (PROT_NONE), and a node pointer inside it names (arena, offset).
 // Read and write them with upload() / download(). A source pointer outside every arena is host memory
-// (a bound input, a CPU node): it is copied into a host-visible buffer when the op is recorded.
+// (a bound input, a CPU node): it is copied into a host-visible ring when the op is described, each copy
+// in a slot of a power of two bytes, so a plan's copies land at the same offsets every step and its
+// dispatches stay equal as a window list grows (the condition for a replay).
 //
 //   auto vk = VulkanBackend::create(device_index);     // lavapipe too, when named
 //   (*vk)->register_weight(w);                          // device-local copy
@@ -35,6 +38,7 @@
 #include "backend/vulkan/device.h"
 #include "backend/vulkan/memory.h"
 #include "backend/vulkan/pipelines.h"
+#include "backend/vulkan/tape.h"
 
 namespace minfer::backend {
 
@@ -90,6 +94,10 @@ class VulkanBackend final : public Backend {
   // Test hook: a matmul of more than `n` tokens runs the tiled shader (matmat.comp), of up to `n` the
   // matrix-vector one (default 8; 0: always tiled; UINT32_MAX: never). Both give the same bits.
   void set_matvec_max_tokens(uint32_t n) { matvec_max_tokens_ = n; }
+  // Recorded-once command buffers: how many splits replayed one, recorded one, or were recorded once.
+  const vk::Tapes::Stats& tape_stats() const { return tapes_->stats(); }
+  // Test hook: false records every split anew (no replay); results must not change.
+  void set_tapes_enabled(bool enabled) { tapes_->set_enabled(enabled); }
 
   struct Weight {
     DType type = DType::F32;
@@ -104,6 +112,7 @@ class VulkanBackend final : public Backend {
   struct Tensor {  // where a node's bytes live for a binding
     const vk::DeviceBuffer* buffer = nullptr;
     uint64_t offset = 0;
+    uint64_t slot = 0;  // a ring copy: the bytes of its slot, which bind() binds whole (else 0)
   };
   explicit VulkanBackend(std::unique_ptr<vk::Device> dev);
   // execute() without the node context on errors.
@@ -138,9 +147,14 @@ class VulkanBackend final : public Backend {
   uint64_t max_binding_override_ = 0;
   uint32_t matvec_max_tokens_ = 8;  // kMaxCols
   std::shared_ptr<std::map<uintptr_t, Arena*>> arenas_;  // by base address; shared with the arenas
-  // Host data copied for the recorded work (bound inputs, CPU nodes), recycled after each submit.
+  // Host data copied for the described work (bound inputs, CPU nodes), recycled after each submit.
   std::vector<std::unique_ptr<vk::DeviceBuffer>> ring_;
   size_t ring_used_ = 0;  // bytes used in ring_.back()
+  std::unique_ptr<vk::Tapes> tapes_;
+  std::vector<vk::Dispatch> pending_;  // the split so far, submitted by synchronize()
+  void reset_ring();
+  // Drops what a failed node's split had described, so no part of a failed step ever runs.
+  void abandon();
 };
 
 }  // namespace minfer::backend
