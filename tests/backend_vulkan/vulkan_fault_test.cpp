@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/registry.h"
+#include "backend_vulkan/vulkan_engine_options.h"
 #include "backend_vulkan/vulkan_harness.h"
 #include "engine/engine.h"
 #include "engine/tiny_model.h"
@@ -49,13 +50,7 @@ class DeviceCapture {
 };
 
 engine::EngineOptions offload_all(int device) {
-  engine::EngineOptions o;
-  o.n_ctx = 64;
-  o.n_threads = 2;
-  o.quiet = true;
-  o.offload.backends = {"vulkan"};
-  o.offload.device = device;
-  o.offload.gpu_layers = engine::kGpuLayersAll;
+  engine::EngineOptions o = vulkan_engine_options(device);
   o.offload.explicit_request = true;
   return o;
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_vulkan/vulkan_engine_options.h"
 #include "backend_vulkan/vulkan_harness.h"
 #include "common/fixtures.h"
 #include "engine/engine.h"
@@ -33,14 +34,7 @@ int32_t argmax(const std::vector<float>& v) {
 // Prefill of a 7-token prompt, then 3 greedy decode steps, on the backends asked for.
 OffloadRun run(const std::string& path, std::vector<std::string> backends, int device, int32_t gpu_layers) {
   OffloadRun out;
-  engine::EngineOptions o;
-  o.n_ctx = 64;
-  o.n_threads = 2;
-  o.quiet = true;
-  o.offload.backends = std::move(backends);
-  o.offload.device = device;
-  o.offload.gpu_layers = gpu_layers;
-  auto e = engine::Engine::load(path, o);
+  auto e = engine::Engine::load(path, vulkan_engine_options(device, gpu_layers, std::move(backends)));
   EXPECT_TRUE(e.ok()) << e.status().message();
   if (!e.ok()) return out;
   out.placement = (*e)->placement();
@@ -149,14 +143,8 @@ TEST(VulkanOffload, SequencesAndAContextShiftMatchTheCpu) {
   MINFER_VK_DEVICE_OR_SKIP(device);
   const std::string path = minfer::test::write_tiny_model("tiny-qwen2", DType::F32, 7);
   auto steps = [&](std::vector<std::string> backends, int dev, int32_t layers) {
-    engine::EngineOptions o;
-    o.n_ctx = 64;
-    o.n_threads = 2;
-    o.quiet = true;
+    engine::EngineOptions o = vulkan_engine_options(dev, layers, std::move(backends));
     o.cache_type = DType::F32;
-    o.offload.backends = std::move(backends);
-    o.offload.device = dev;
-    o.offload.gpu_layers = layers;
     auto e = engine::Engine::load(path, o);
     EXPECT_TRUE(e.ok()) << e.status().message();
     std::vector<std::vector<float>> out;

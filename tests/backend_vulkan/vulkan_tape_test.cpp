@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_vulkan/vulkan_engine_options.h"
 #include "backend_vulkan/vulkan_harness.h"
 #include "common/fixtures.h"
 #include "engine/engine.h"
@@ -46,13 +47,8 @@ constexpr int kNoFault = -2;
 // arms a failed submit for that step, checks its named error and retries the same batch once.
 TapeRun generate(int device, bool tapes, int steps, int fault_step = kNoFault) {
   TapeRun out;
-  engine::EngineOptions o;
+  engine::EngineOptions o = vulkan_engine_options(device);
   o.n_ctx = 128;
-  o.n_threads = 2;
-  o.quiet = true;
-  o.offload.backends = {"vulkan"};
-  o.offload.device = device;
-  o.offload.gpu_layers = engine::kGpuLayersAll;
   auto e = engine::Engine::load(minfer::test::write_tiny_model("tiny-qwen2", DType::F32, 7), o);
   EXPECT_TRUE(e.ok()) << e.status().message();
   if (!e.ok()) return out;
