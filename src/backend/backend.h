@@ -49,6 +49,9 @@ class Backend {
   virtual bool host_memory() const { return true; }
   // The device, as the placement line names it ("llvmpipe (LLVM 15.0.6, 256 bits)").
   virtual std::string device_name() const { return std::string(name()); }
+  // Choices made at load that change how results are computed, for the placement line ("int8 matmul");
+  // empty when there are none.
+  virtual std::string arithmetic() const { return {}; }
   // Device memory still free for weights, KV and activations (0: not a device; no budget applies).
   virtual uint64_t memory_free() const { return 0; }
 

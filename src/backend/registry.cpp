@@ -71,6 +71,7 @@ BackendListing list_vulkan() {
       d.fp16 = info.fp16;
       d.int8 = info.int8;
       d.integer_dot = info.integer_dot;
+      d.integer_dot_fast = info.integer_dot_fast;
       d.cooperative_matrix = info.cooperative_matrix;
       const std::string why = info.unusable_reason();
       d.usable = why.empty();

@@ -47,6 +47,7 @@ struct DeviceListing {
   uint64_t memory_bytes = 0;
   uint32_t subgroup_size = 0;  // 0: not applicable (the CPU)
   bool fp16 = false, int8 = false, integer_dot = false, cooperative_matrix = false;
+  bool integer_dot_fast = false;  // accelerated in hardware: the int8 matmul is then the default
   bool usable = false;  // minfer can run on it
   bool used_by_default = false;
   std::string note;  // why it is not used by default, or why it is unusable

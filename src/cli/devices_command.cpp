@@ -74,17 +74,18 @@ int devices_command(const Args& args) {
           }
         }
         nlohmann::json jd = {{"index", d.index},
-                                 {"name", d.name},
-                                 {"type", d.type},
-                                 {"memory_bytes", d.memory_bytes},
-                                 {"subgroup_size", d.subgroup_size},
-                                 {"fp16", d.fp16},
-                                 {"int8", d.int8},
-                                 {"integer_dot", d.integer_dot},
-                                 {"cooperative_matrix", d.cooperative_matrix},
-                                 {"usable", d.usable},
-                                 {"default", d.used_by_default},
-                                 {"note", d.note}};
+                             {"name", d.name},
+                             {"type", d.type},
+                             {"memory_bytes", d.memory_bytes},
+                             {"subgroup_size", d.subgroup_size},
+                             {"fp16", d.fp16},
+                             {"int8", d.int8},
+                             {"integer_dot", d.integer_dot},
+                             {"integer_dot_accelerated", d.integer_dot_fast},
+                             {"cooperative_matrix", d.cooperative_matrix},
+                             {"usable", d.usable},
+                             {"default", d.used_by_default},
+                             {"note", d.note}};
         if (!bw.is_null()) jd["bandwidth"] = bw;
         jb["devices"].push_back(jd);
       }
@@ -107,7 +108,8 @@ int devices_command(const Args& args) {
       fmt::print("{:<8} {:>5}  {:<34} {:<10} {:>10} {:>8}  {:<4} {:<4} {:<7} {:<11} {}\n", b.name, d.index,
                  d.name, d.type, mib(d.memory_bytes), gpu_api ? std::to_string(d.subgroup_size) : "-",
                  gpu_api ? yes_no(d.fp16) : "-", gpu_api ? yes_no(d.int8) : "-",
-                 gpu_api ? yes_no(d.integer_dot) : "-", gpu_api ? yes_no(d.cooperative_matrix) : "-", use);
+                 gpu_api ? (d.integer_dot_fast ? "fast" : yes_no(d.integer_dot)) : "-",
+                 gpu_api ? yes_no(d.cooperative_matrix) : "-", use);
     }
   }
   for (const auto& [d, m] : measured) {

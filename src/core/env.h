@@ -11,7 +11,7 @@ namespace minfer {
 
 // The boolean variables minfer reads (check_bool_env validates them all).
 inline constexpr const char* kBoolEnvVars[] = {"MINFER_OP_TIMING", "MINFER_NO_CONTEXT_SHIFT",
-                                               "MINFER_NO_AVX512", "MINFER_NO_AVX2"};
+                                               "MINFER_NO_AVX512", "MINFER_NO_AVX2", "MINFER_VULKAN_INT_DOT"};
 
 // The value of `name`, or `fallback` when it is unset or empty; kInvalidArgument naming the variable and
 // its value otherwise.

@@ -199,8 +199,10 @@ std::string placement_line(const OffloadPlan& plan, size_t kv_bytes, const std::
   const bool all = n >= L && n > 0;
   std::string line = "placement: ";
   if (plan.device != nullptr) {
-    line += fmt::format("{} ({}): {} of {}{}; ", plan.device->name(), plan.device->device_name(),
-                        block_range(0, n), L, all ? " + embedding, output norm and head" : "");
+    const std::string arithmetic = plan.device->arithmetic();
+    line += fmt::format("{} ({}{}{}): {} of {}{}; ", plan.device->name(), plan.device->device_name(),
+                        arithmetic.empty() ? "" : "; ", arithmetic, block_range(0, n), L,
+                        all ? " + embedding, output norm and head" : "");
   }
   line += fmt::format("CPU: {}{}", block_range(n, L), all ? "" : (n == 0 && plan.device == nullptr
                                                                       ? " (all), embedding and head"

@@ -6,6 +6,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "core/fp16.h"
+#include "core/rng.h"
+#include "quant/quant.h"
+
 namespace minfer::backend::test {
 namespace {
 
@@ -30,6 +36,45 @@ struct SharedCopy {
 };
 
 }  // namespace
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float scale) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(rng.normal()) * scale;
+  return v;
+}
+
+std::vector<uint8_t> make_weight(DType type, int64_t k, int64_t n, uint64_t seed) {
+  const std::vector<float> f = random_floats(static_cast<size_t>(k * n), seed, 0.5f);
+  const size_t rb = *row_bytes(type, k);
+  std::vector<uint8_t> out(rb * static_cast<size_t>(n));
+  if (type == DType::F32) {
+    std::memcpy(out.data(), f.data(), out.size());
+  } else if (type == DType::F16) {
+    auto* h = reinterpret_cast<uint16_t*>(out.data());
+    for (size_t i = 0; i < f.size(); ++i) h[i] = fp32_to_fp16(f[i]);
+  } else if (type == DType::BF16) {
+    auto* h = reinterpret_cast<uint16_t*>(out.data());
+    for (size_t i = 0; i < f.size(); ++i) h[i] = fp32_to_bf16(f[i]);
+  } else {
+    quant::quantize_rows(type, f.data(), out.data(), n, k);
+  }
+  return out;
+}
+
+graph::Node op_node(graph::OpKind op, std::vector<graph::NodeId> src, graph::Shape ne) {
+  graph::Node n;
+  n.op = op;
+  n.src = std::move(src);
+  n.ne = ne;
+  n.type = DType::F32;
+  n.name = std::string(graph::op_name(op));
+  return n;
+}
+
+std::string weight_shape_name(const ::testing::TestParamInfo<WeightShape>& p) {
+  return fmt::format("{}_k{}_n{}", dtype_name(p.param.type), p.param.k, p.param.n);
+}
 
 bool vulkan_required() {
   const char* v = std::getenv("MINFER_VULKAN_REQUIRED");

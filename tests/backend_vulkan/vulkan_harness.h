@@ -63,6 +63,20 @@ struct OpCase {
   graph::NodeId add_op(graph::Node node);
 };
 
+// n normally distributed floats (times `scale`) from `seed`.
+std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f);
+// A weight of n rows of k elements in `type`, quantized (or rounded) from random values.
+std::vector<uint8_t> make_weight(DType type, int64_t k, int64_t n, uint64_t seed);
+// An f32 op node with sources `src` and shape `ne`, named after its op.
+graph::Node op_node(graph::OpKind op, std::vector<graph::NodeId> src, graph::Shape ne);
+
+// A weight's type and shape: the parameter of the per-type matmul suites, named "q4_0_k416_n9".
+struct WeightShape {
+  DType type;
+  int64_t k, n;
+};
+std::string weight_shape_name(const ::testing::TestParamInfo<WeightShape>& p);
+
 std::vector<float> run_cpu(const OpCase& c);
 // Runs on `vk` (a fresh arena per call); fails the test on any error and returns what it could.
 std::vector<float> run_vulkan(VulkanBackend& vk, const OpCase& c);

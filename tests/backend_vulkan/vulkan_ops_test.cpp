@@ -20,42 +20,6 @@ namespace {
 using graph::Node;
 using graph::OpKind;
 
-std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f) {
-  Rng rng(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(rng.normal()) * scale;
-  return v;
-}
-
-// A weight of n rows of k elements in `type`, quantized from random values.
-std::vector<uint8_t> make_weight(DType type, int64_t k, int64_t n, uint64_t seed) {
-  const std::vector<float> f = random_floats(static_cast<size_t>(k * n), seed, 0.5f);
-  const size_t rb = *row_bytes(type, k);
-  std::vector<uint8_t> out(rb * static_cast<size_t>(n));
-  if (type == DType::F32) {
-    std::memcpy(out.data(), f.data(), out.size());
-  } else if (type == DType::F16) {
-    auto* h = reinterpret_cast<uint16_t*>(out.data());
-    for (size_t i = 0; i < f.size(); ++i) h[i] = fp32_to_fp16(f[i]);
-  } else if (type == DType::BF16) {
-    auto* h = reinterpret_cast<uint16_t*>(out.data());
-    for (size_t i = 0; i < f.size(); ++i) h[i] = fp32_to_bf16(f[i]);
-  } else {
-    quant::quantize_rows(type, f.data(), out.data(), n, k);
-  }
-  return out;
-}
-
-Node op_node(OpKind op, std::vector<graph::NodeId> src, graph::Shape ne) {
-  Node n;
-  n.op = op;
-  n.src = std::move(src);
-  n.ne = ne;
-  n.type = DType::F32;
-  n.name = std::string(graph::op_name(op));
-  return n;
-}
-
 struct MatmulShape {
   DType type;
   int64_t k, n, m;
@@ -164,11 +128,7 @@ INSTANTIATE_TEST_SUITE_P(
 // 8-row tile (and more than one tile), k spanning several 64-unit steps and, for the plain types, not a
 // multiple of 4 (a short last unit); 1, 7, 9, 33 and 64 tokens (partial 32-token tiles, two tiles). Each
 // result is also checked against the oracle and the CPU with expect_matmul_close's bounds.
-struct TiledShape {
-  DType type;
-  int64_t k, n;
-};
-class VulkanMatmulTiled : public ::testing::TestWithParam<TiledShape> {};
+class VulkanMatmulTiled : public ::testing::TestWithParam<WeightShape> {};
 
 TEST_P(VulkanMatmulTiled, EqualsMatvecBitwiseAtEveryBatchSizeAndMatchesCpu) {
   MINFER_VK_OR_SKIP(vk);
@@ -206,15 +166,13 @@ TEST_P(VulkanMatmulTiled, EqualsMatvecBitwiseAtEveryBatchSizeAndMatchesCpu) {
 
 INSTANTIATE_TEST_SUITE_P(
     Types, VulkanMatmulTiled,
-    ::testing::Values(TiledShape{DType::F32, 301, 13}, TiledShape{DType::F16, 259, 9},
-                      TiledShape{DType::BF16, 130, 17}, TiledShape{DType::Q8_0, 416, 17},
-                      TiledShape{DType::Q4_0, 416, 9}, TiledShape{DType::Q4_1, 288, 33},
-                      TiledShape{DType::Q5_0, 416, 7}, TiledShape{DType::Q5_1, 288, 11},
-                      TiledShape{DType::Q4_K, 768, 13}, TiledShape{DType::Q5_K, 512, 9},
-                      TiledShape{DType::Q6_K, 768, 11}),
-    [](const ::testing::TestParamInfo<TiledShape>& p) {
-      return fmt::format("{}_k{}_n{}", dtype_name(p.param.type), p.param.k, p.param.n);
-    });
+    ::testing::Values(WeightShape{DType::F32, 301, 13}, WeightShape{DType::F16, 259, 9},
+                      WeightShape{DType::BF16, 130, 17}, WeightShape{DType::Q8_0, 416, 17},
+                      WeightShape{DType::Q4_0, 416, 9}, WeightShape{DType::Q4_1, 288, 33},
+                      WeightShape{DType::Q5_0, 416, 7}, WeightShape{DType::Q5_1, 288, 11},
+                      WeightShape{DType::Q4_K, 768, 13}, WeightShape{DType::Q5_K, 512, 9},
+                      WeightShape{DType::Q6_K, 768, 11}),
+    weight_shape_name);
 
 // A weight wider than one binding: windows of 4 KiB (as if maxStorageBufferRange were that small) split the
 // rows into chunks. Same arithmetic per row, so the result equals the unwindowed run bit for bit.

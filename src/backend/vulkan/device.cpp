@@ -116,6 +116,15 @@ DeviceInfo probe(const Api& api, VkPhysicalDevice pd, int index) {
   }
   info.integer_dot = (v13 && f13.shaderIntegerDotProduct) ||
                      has_extension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  if (info.integer_dot) {  // whether the hardware has it, or the driver emulates it (lavapipe: emulated)
+    VkPhysicalDeviceShaderIntegerDotProductProperties dot{};
+    dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES;
+    VkPhysicalDeviceProperties2 dot_props{};
+    dot_props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    dot_props.pNext = &dot;
+    api.vkGetPhysicalDeviceProperties2(pd, &dot_props);
+    info.integer_dot_fast = dot.integerDotProduct4x8BitPackedSignedAccelerated;
+  }
   info.cooperative_matrix = has_extension(exts, "VK_KHR_cooperative_matrix");
 
   VkPhysicalDeviceMemoryProperties mem{};
@@ -321,6 +330,12 @@ Result<std::unique_ptr<Device>> Device::open(int index) {
   api.vkEnumerateDeviceExtensionProperties(dev->physical_, nullptr, &n_ext, exts.data());
   std::vector<const char*> enabled;
   if (has_extension(exts, "VK_KHR_portability_subset")) enabled.push_back("VK_KHR_portability_subset");
+  // The int8 matmul's OpSDot (matmul_q8.glsl) needs the feature enabled; the extension where it is not core.
+  VkPhysicalDeviceShaderIntegerDotProductFeatures dot{};
+  dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+  dot.shaderIntegerDotProduct = VK_TRUE;
+  if (dev->info_.integer_dot && has_extension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME))
+    enabled.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
 
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{};
@@ -334,6 +349,7 @@ Result<std::unique_ptr<Device>> Device::open(int index) {
   dci.pQueueCreateInfos = &qci;
   dci.enabledExtensionCount = static_cast<uint32_t>(enabled.size());
   dci.ppEnabledExtensionNames = enabled.data();
+  if (dev->info_.integer_dot) dci.pNext = &dot;
   MINFER_RETURN_IF_ERROR(check_vk(api.vkCreateDevice(dev->physical_, &dci, nullptr, &dev->device_),
                                   fmt::format("vkCreateDevice({})", dev->info_.name)));
   api.vkGetDeviceQueue(dev->device_, qci.queueFamilyIndex, 0, &dev->queue_);

@@ -38,6 +38,7 @@ struct DeviceInfo {
   bool storage16 = false;            // storageBuffer16BitAccess
   bool storage8 = false;             // storageBuffer8BitAccess
   bool integer_dot = false;          // VK_KHR_shader_integer_dot_product (or core 1.3)
+  bool integer_dot_fast = false;  // integerDotProduct4x8BitPackedSignedAccelerated: the int8 matmul default
   bool cooperative_matrix = false;   // VK_KHR_cooperative_matrix
   uint64_t max_storage_buffer_range = 0;
   uint64_t min_storage_buffer_offset_alignment = 1;

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "core/env.h"
 #include "quant/quant.h"
 
 namespace minfer::backend {
@@ -27,6 +28,8 @@ constexpr uint32_t kMaxCols = 8;     // tokens per matrix-vector dispatch (MAX_C
 constexpr uint32_t kMatmatWorkgroup = 256;  // matmat.comp: MM_LANES x TG threads
 constexpr uint64_t kTileRows = 8;           // TR in matmat.comp
 constexpr uint64_t kTileTokens = 32;        // TT in matmat.comp
+// matmat_q8.comp's shared memory: 512 slots of 11 words and the tree's 32 x 64 floats.
+constexpr uint32_t kMatmatQ8SharedBytes = 512 * 11 * 4 + 32 * 64 * 4;
 
 // Every type the CPU computes has a path in matvec.comp and get_rows.comp.
 bool matrix_type(DType t) {
@@ -48,6 +51,9 @@ struct MatvecPush {
 };
 struct MatmatPush {
   uint32_t k, n, row0, rows, row_bytes, w_skip, x_skip, y_skip, m, row_tiles;
+};
+struct QuantizePush {
+  uint32_t k, m, x_skip, a_skip;
 };
 struct GetRowsPush {
   uint32_t d, n, row_bytes, row_lo, row_hi, src_skip, ids_skip, dst_skip;
@@ -109,7 +115,12 @@ struct VulkanBackend::Arena final : public Buffer {
 
 Result<std::unique_ptr<VulkanBackend>> VulkanBackend::create(int device_index) {
   MINFER_ASSIGN_OR_RETURN(auto dev, vk::Device::open(device_index));
-  return std::unique_ptr<VulkanBackend>(new VulkanBackend(std::move(dev)));
+  const vk::DeviceInfo& info = dev->info();
+  MINFER_ASSIGN_OR_RETURN(const bool int8,
+                          env_bool("MINFER_VULKAN_INT_DOT", info.integer_dot && info.integer_dot_fast));
+  std::unique_ptr<VulkanBackend> backend(new VulkanBackend(std::move(dev)));
+  MINFER_RETURN_IF_ERROR(backend->set_int8_matmul(int8));
+  return backend;
 }
 
 VulkanBackend::VulkanBackend(std::unique_ptr<vk::Device> dev)
@@ -330,46 +341,98 @@ Status VulkanBackend::matmul(const Weight& w, const Tensor& x, const Tensor& y, 
   if (max_rows == 0) {
     return unsupported("one weight row ({} bytes) exceeds a binding", w.row_bytes);
   }
-  // Tokens one binding holds (activations and outputs).
+  // Tokens one binding holds (activations and outputs; quantized activations are smaller).
   const uint64_t per_binding = (max_binding() - align - 4) / (std::max(k, n) * 4);
   if (per_binding == 0) {
     return unsupported("one token's activations ({} floats) exceed a binding", std::max(k, n));
   }
+  // The int8 path for quantized weights when chosen (int8_matmul()): each token chunk's activations are
+  // quantized once into act_q8_ (quantize_q8.comp), and the matmul shaders read them there.
+  const bool int8 = int8_matmul_ && block_elems(w.type) > 1;
+  const uint64_t act_words = int8 ? k / 4 + k / 16 : k;  // per token, in the buffer the shaders read
   // More than matvec_max_tokens_ tokens: the tiled shader, as many tokens per dispatch as a binding holds;
-  // else matvec.comp, up to kMaxCols per dispatch. Both compute each output with the same operations in
-  // the same order (shaders/matmul.glsl), so which one runs never changes a bit; a device that cannot run
-  // 256-thread workgroups (Vulkan guarantees 128) runs matvec.comp at every size, with the same results.
+  // else the matrix-vector one, up to kMaxCols per dispatch. Both compute each output with the same
+  // operations in the same order (shaders/matmul.glsl, matmul_q8.glsl), so which one runs never changes a
+  // bit; a device without 256-thread workgroups (Vulkan guarantees 128), or for int8 without the shared
+  // memory of its tiles, runs the matrix-vector shader at every size, with the same results.
+  const vk::DeviceInfo& info = dev_->info();
   const bool tiled = static_cast<uint64_t>(m) > matvec_max_tokens_ &&
-                     dev_->info().max_workgroup_invocations >= kMatmatWorkgroup;
-  const uint64_t max_cols = tiled ? per_binding : std::min<uint64_t>(kMaxCols, per_binding);
-  for (uint64_t row0 = 0; row0 < n; row0 += max_rows) {
-    const uint64_t rows = std::min(max_rows, n - row0);
-    MINFER_ASSIGN_OR_RETURN(
-        vk::Window ww, vk::window(*dev_, *w.buffer, row0 * w.row_bytes, rows * w.row_bytes, max_binding()));
-    for (int64_t t0 = 0; t0 < m; t0 += static_cast<int64_t>(max_cols)) {
-      const auto cols = static_cast<uint32_t>(std::min<int64_t>(static_cast<int64_t>(max_cols), m - t0));
-      MINFER_ASSIGN_OR_RETURN(vk::Window xw,
-                              bind({x.buffer, x.offset + static_cast<uint64_t>(t0) * k * 4}, cols * k * 4));
-      MINFER_ASSIGN_OR_RETURN(vk::Window yw,
-                              bind({y.buffer, y.offset + static_cast<uint64_t>(t0) * n * 4}, cols * n * 4));
-      if (tiled) {
-        MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p, pipeline("matmat", 3, sizeof(MatmatPush),
-                                                                {kMatmatWorkgroup, static_cast<uint32_t>(w.type)}));
-        const uint64_t row_tiles = (rows + kTileRows - 1) / kTileRows;
-        const MatmatPush push{u32(k),        u32(n),           u32(row0),        u32(rows),
-                              u32(w.row_bytes), u32(ww.skip),  u32(xw.skip / 4), u32(yw.skip / 4),
-                              cols,          u32(row_tiles)};
-        MINFER_RETURN_IF_ERROR(dispatch(*p, {ww, xw, yw}, &push, row_tiles * ((cols + kTileTokens - 1) / kTileTokens)));
-        continue;
-      }
+                     info.max_workgroup_invocations >= kMatmatWorkgroup &&
+                     (!int8 || info.max_shared_memory_bytes >= kMatmatQ8SharedBytes);
+  const std::string_view matvec_shader = int8 ? "matvec_q8" : "matvec";
+  const std::string_view matmat_shader = int8 ? "matmat_q8" : "matmat";
+  for (int64_t t0 = 0; t0 < m; t0 += static_cast<int64_t>(per_binding)) {
+    const auto chunk = static_cast<uint64_t>(std::min<int64_t>(static_cast<int64_t>(per_binding), m - t0));
+    Tensor act{x.buffer, x.offset + static_cast<uint64_t>(t0) * k * 4};
+    if (int8) {
+      MINFER_ASSIGN_OR_RETURN(act, quantize_activations(w.type, act, k, chunk));
+    }
+    for (uint64_t row0 = 0; row0 < n; row0 += max_rows) {
+      const uint64_t rows = std::min(max_rows, n - row0);
       MINFER_ASSIGN_OR_RETURN(
-          const vk::Pipeline* p,
-          pipeline("matvec", 3, sizeof(MatvecPush), {kWorkgroup, static_cast<uint32_t>(w.type), cols}));
-      const MatvecPush push{u32(k),           u32(n),       u32(row0),        u32(rows),
-                            u32(w.row_bytes), u32(ww.skip), u32(xw.skip / 4), u32(yw.skip / 4)};
-      MINFER_RETURN_IF_ERROR(dispatch(*p, {ww, xw, yw}, &push, rows));
+          vk::Window ww, vk::window(*dev_, *w.buffer, row0 * w.row_bytes, rows * w.row_bytes, max_binding()));
+      const uint64_t step = tiled ? chunk : kMaxCols;
+      for (uint64_t c0 = 0; c0 < chunk; c0 += step) {
+        const auto cols = static_cast<uint32_t>(std::min(step, chunk - c0));
+        MINFER_ASSIGN_OR_RETURN(vk::Window aw,
+                                bind({act.buffer, act.offset + c0 * act_words * 4}, cols * act_words * 4));
+        MINFER_ASSIGN_OR_RETURN(
+            vk::Window yw,
+            bind({y.buffer, y.offset + (static_cast<uint64_t>(t0) + c0) * n * 4}, cols * n * 4));
+        if (tiled) {
+          MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p,
+                                  pipeline(matmat_shader, 3, sizeof(MatmatPush),
+                                           {kMatmatWorkgroup, static_cast<uint32_t>(w.type)}));
+          const uint64_t row_tiles = (rows + kTileRows - 1) / kTileRows;
+          const MatmatPush push{u32(k),       u32(n),           u32(row0),        u32(rows), u32(w.row_bytes),
+                                u32(ww.skip), u32(aw.skip / 4), u32(yw.skip / 4), cols,      u32(row_tiles)};
+          MINFER_RETURN_IF_ERROR(
+              dispatch(*p, {ww, aw, yw}, &push, row_tiles * ((cols + kTileTokens - 1) / kTileTokens)));
+          continue;
+        }
+        MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p,
+                                pipeline(matvec_shader, 3, sizeof(MatvecPush),
+                                         {kWorkgroup, static_cast<uint32_t>(w.type), cols}));
+        const MatvecPush push{u32(k),           u32(n),       u32(row0),        u32(rows),
+                              u32(w.row_bytes), u32(ww.skip), u32(aw.skip / 4), u32(yw.skip / 4)};
+        MINFER_RETURN_IF_ERROR(dispatch(*p, {ww, aw, yw}, &push, rows));
+      }
     }
   }
+  return {};
+}
+
+Result<VulkanBackend::Tensor> VulkanBackend::quantize_activations(DType weight_type, const Tensor& x,
+                                                                  uint64_t k, uint64_t m) {
+  const uint64_t bytes = m * (k / 4 + k / 16) * 4;
+  if (!act_q8_ || act_q8_->size() < bytes) {
+    // Work described before still reads the old buffer: it stays alive until the split is submitted.
+    if (act_q8_) act_q8_retired_.push_back(std::move(act_q8_));
+    const uint64_t want =
+        std::max<uint64_t>(bytes, act_q8_retired_.empty() ? 0 : act_q8_retired_.back()->size() * 2);
+    MINFER_ASSIGN_OR_RETURN(act_q8_, vk::DeviceBuffer::create(*dev_, want, vk::MemoryKind::kDeviceLocal,
+                                                              "int8 matmul activations"));
+  }
+  const DType act = quant::vec_dot_type(weight_type);
+  const uint32_t fmt = act == DType::Q8_0 ? 0 : act == DType::Q8_1 ? 1 : 2;  // FMT in quantize_q8.comp
+  MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p,
+                          pipeline("quantize_q8", 2, sizeof(QuantizePush), {kWorkgroup, fmt}));
+  MINFER_ASSIGN_OR_RETURN(vk::Window xw, bind(x, m * k * 4));
+  MINFER_ASSIGN_OR_RETURN(vk::Window aw, vk::window(*dev_, *act_q8_, 0, bytes, max_binding()));
+  const QuantizePush push{u32(k), u32(m), u32(xw.skip / 4), u32(aw.skip / 4)};
+  const uint64_t units = k / 32;
+  MINFER_RETURN_IF_ERROR(dispatch(*p, {xw, aw}, &push, m * ((units + kWorkgroup - 1) / kWorkgroup)));
+  return Tensor{act_q8_.get(), 0};
+}
+
+Status VulkanBackend::set_int8_matmul(bool on) {
+  if (on && !dev_->info().integer_dot) {
+    return unsupported(
+        "vulkan: {} has no integer dot product (VK_KHR_shader_integer_dot_product): the int8 "
+        "matmul cannot run there (unset MINFER_VULKAN_INT_DOT)",
+        dev_->info().name);
+  }
+  int8_matmul_ = on;
   return {};
 }
 
@@ -734,6 +797,7 @@ Status VulkanBackend::kv_op(const Graph& graph, NodeId id, std::span<void* const
 void VulkanBackend::reset_ring() {
   if (ring_.size() > 1) ring_.erase(ring_.begin(), ring_.end() - 1);
   ring_used_ = 0;
+  act_q8_retired_.clear();
 }
 
 void VulkanBackend::abandon() {

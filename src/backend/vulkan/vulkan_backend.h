@@ -94,6 +94,14 @@ class VulkanBackend final : public Backend {
   // Test hook: a matmul of more than `n` tokens runs the tiled shader (matmat.comp), of up to `n` the
   // matrix-vector one (default 8; 0: always tiled; UINT32_MAX: never). Both give the same bits.
   void set_matvec_max_tokens(uint32_t n) { matvec_max_tokens_ = n; }
+  // The matmul arithmetic for quantized weights: int8 (activations quantized on the device exactly as the
+  // CPU quantizes them, integer dot products: shaders/matmul_q8.glsl) or f32 (shaders/matmul.glsl). Chosen
+  // at create(): the boolean MINFER_VULKAN_INT_DOT when set, else int8 where the device's packed 4x8-bit
+  // dot product is accelerated (not lavapipe's). F32, F16 and BF16 weights always take the f32 path.
+  bool int8_matmul() const { return int8_matmul_; }
+  // Switches the path (what the variable does; tests). kUnsupported on a device without integer dot.
+  Status set_int8_matmul(bool on);
+  std::string arithmetic() const override { return int8_matmul_ ? "int8 matmul" : "f32 matmul"; }
   // Recorded-once command buffers: how many splits replayed one, recorded one, or were recorded once.
   const vk::Tapes::Stats& tape_stats() const { return tapes_->stats(); }
   // Test hook: false records every split anew (no replay); results must not change.
@@ -136,6 +144,9 @@ class VulkanBackend final : public Backend {
   // The device location of one layer's K or V cells; they must be in an arena (see the header comment).
   Result<Tensor> locate_cells(const void* ptr, size_t bytes, const char* what, int32_t layer) const;
   Status matmul(const Weight& w, const Tensor& x, const Tensor& y, int64_t m);
+  // Describes quantize_q8.comp over m tokens of k floats at x, for a `weight_type` weight, into act_q8_
+  // (grown as needed); returns where the quantized tokens start.
+  Result<Tensor> quantize_activations(DType weight_type, const Tensor& x, uint64_t k, uint64_t m);
   Status get_rows(const graph::Node& node, DType type, const vk::DeviceBuffer& table, int64_t table_rows,
                   size_t row_bytes, uint64_t table_offset, const Tensor& ids, int64_t n, const Tensor& out);
 
@@ -146,6 +157,9 @@ class VulkanBackend final : public Backend {
   std::shared_ptr<size_t> buffer_bytes_ = std::make_shared<size_t>(0);  // live alloc_buffer() bytes
   uint64_t max_binding_override_ = 0;
   uint32_t matvec_max_tokens_ = 8;  // kMaxCols
+  bool int8_matmul_ = false;
+  std::unique_ptr<vk::DeviceBuffer> act_q8_;  // the int8 path's quantized activations, reused by every matmul
+  std::vector<std::unique_ptr<vk::DeviceBuffer>> act_q8_retired_;  // outgrown, read by unsubmitted work
   std::shared_ptr<std::map<uintptr_t, Arena*>> arenas_;  // by base address; shared with the arenas
   // Host data copied for the described work (bound inputs, CPU nodes), recycled after each submit.
   std::vector<std::unique_ptr<vk::DeviceBuffer>> ring_;
