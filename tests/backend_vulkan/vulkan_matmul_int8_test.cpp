@@ -280,5 +280,73 @@ TEST(VulkanInt8, PlainTypesIgnoreThePathAndTheArithmeticIsNamed) {
     ASSERT_EQ(std::bit_cast<uint32_t>(f32[i]), std::bit_cast<uint32_t>(int8[i]));
 }
 
+// Matmuls of one split over the same activations (Q, K and V; gate and up) share one quantization when
+// their weights share an activation format: Q8_0 and Q4_0 weights (both Q8_0) read the first's, a Q4_K
+// weight (Q8_K) quantizes again. Each output equals the same matmul run alone, bit for bit.
+TEST(VulkanInt8, MatmulsOverTheSameActivationsShareOneQuantization) {
+  MINFER_VK_OR_SKIP(vk);
+  if (!vk->device_info().integer_dot) GTEST_SKIP() << vk->device_info().name << " has no integer dot product";
+  ASSERT_TRUE(vk->set_int8_matmul(true).ok());
+  const int64_t k = 512, n = 9, m = 3;
+  const std::vector<float> x = random_floats(static_cast<size_t>(k * m), 41);
+  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K};
+  std::vector<std::vector<uint8_t>> weights;
+  std::vector<std::vector<float>> alone;
+  for (DType t : types) {
+    weights.push_back(make_weight(t, k, n, 43 + weights.size()));
+    OpCase c;
+    const auto wid = c.add_weight(fmt::format("w{}", weights.size()), t, {k, n, 1, 1}, weights.back().data(),
+                                  weights.back().size());
+    const auto xid = c.add_activation(x, {k, m, 1, 1});
+    c.add_op(op_node(OpKind::kMatMul, {wid, xid}, {n, m, 1, 1}));
+    alone.push_back(run_vulkan(*vk, c));
+  }
+  // One graph: x, then per type its weight and its matmul, all described before one submit.
+  graph::Graph g;
+  auto add = [&](graph::Node node) {
+    g.nodes.push_back(std::move(node));
+    return static_cast<graph::NodeId>(g.size() - 1);
+  };
+  graph::Node xn;
+  xn.op = OpKind::kReshape;
+  xn.type = DType::F32;
+  xn.ne = {k, m, 1, 1};
+  const graph::NodeId xid = add(xn);
+  std::vector<graph::NodeId> outs;
+  for (size_t i = 0; i < std::size(types); ++i) {
+    graph::Node wn;
+    wn.op = OpKind::kWeight;
+    wn.type = types[i];
+    wn.ne = {k, n, 1, 1};
+    wn.name = fmt::format("w{}", i + 1);  // registered by the solo runs above
+    const graph::NodeId wid = add(wn);
+    outs.push_back(add(op_node(OpKind::kMatMul, {wid, xid}, {n, m, 1, 1})));
+  }
+  const size_t out_bytes = static_cast<size_t>(n * m) * 4, align = vk->buffer_alignment();
+  const size_t x_bytes = (x.size() * 4 + align - 1) / align * align,
+               o_bytes = (out_bytes + align - 1) / align * align;
+  auto arena = vk->alloc_buffer(x_bytes + std::size(types) * o_bytes);
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  auto* base = static_cast<uint8_t*>((*arena)->base());
+  ASSERT_TRUE(vk->upload(base, x.data(), x.size() * 4).ok());
+  std::vector<void*> data(g.size(), nullptr);
+  data[static_cast<size_t>(xid)] = base;
+  for (size_t i = 0; i < std::size(types); ++i) {
+    data[static_cast<size_t>(outs[i]) - 1] = const_cast<void*>(vk->weight_handle(fmt::format("w{}", i + 1)));
+    data[static_cast<size_t>(outs[i])] = base + x_bytes + i * o_bytes;
+  }
+  const uint64_t before = vk->activation_quantizations();
+  for (graph::NodeId id : outs) ASSERT_TRUE(vk->execute(g, id, data, ExecContext{}).ok());
+  ASSERT_TRUE(vk->synchronize().ok());
+  EXPECT_EQ(vk->activation_quantizations() - before, 2u);  // Q8_0 once (for Q8_0 and Q4_0), Q8_K once
+  for (size_t i = 0; i < std::size(types); ++i) {
+    std::vector<float> got(static_cast<size_t>(n * m));
+    ASSERT_TRUE(vk->download(got.data(), data[static_cast<size_t>(outs[i])], out_bytes).ok());
+    for (size_t j = 0; j < got.size(); ++j)
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[j]), std::bit_cast<uint32_t>(alone[i][j]))
+          << dtype_name(types[i]) << " " << j;
+  }
+}
+
 }  // namespace
 }  // namespace minfer::backend::test

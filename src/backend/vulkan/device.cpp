@@ -69,7 +69,15 @@ DeviceInfo probe(const Api& api, VkPhysicalDevice pd, int index) {
   props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
   props.pNext = &subgroup;
   subgroup.pNext = &maint3;
-  if (v12 || has_extension(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME)) maint3.pNext = &driver;
+  // Whether the packed 8-bit dot product runs in hardware or is emulated (lavapipe), where there is one.
+  VkPhysicalDeviceShaderIntegerDotProductProperties dot{};
+  dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES;
+  void** tail = &maint3.pNext;
+  if (v12 || has_extension(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME)) {
+    *tail = &driver;
+    tail = &driver.pNext;
+  }
+  if (v13 || has_extension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) *tail = &dot;
   api.vkGetPhysicalDeviceProperties2(pd, &props);
 
   info.name = base.deviceName;
@@ -116,15 +124,7 @@ DeviceInfo probe(const Api& api, VkPhysicalDevice pd, int index) {
   }
   info.integer_dot = (v13 && f13.shaderIntegerDotProduct) ||
                      has_extension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
-  if (info.integer_dot) {  // whether the hardware has it, or the driver emulates it (lavapipe: emulated)
-    VkPhysicalDeviceShaderIntegerDotProductProperties dot{};
-    dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES;
-    VkPhysicalDeviceProperties2 dot_props{};
-    dot_props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
-    dot_props.pNext = &dot;
-    api.vkGetPhysicalDeviceProperties2(pd, &dot_props);
-    info.integer_dot_fast = dot.integerDotProduct4x8BitPackedSignedAccelerated;
-  }
+  info.integer_dot_fast = info.integer_dot && dot.integerDotProduct4x8BitPackedSignedAccelerated;
   info.cooperative_matrix = has_extension(exts, "VK_KHR_cooperative_matrix");
 
   VkPhysicalDeviceMemoryProperties mem{};

@@ -116,8 +116,7 @@ struct VulkanBackend::Arena final : public Buffer {
 Result<std::unique_ptr<VulkanBackend>> VulkanBackend::create(int device_index) {
   MINFER_ASSIGN_OR_RETURN(auto dev, vk::Device::open(device_index));
   const vk::DeviceInfo& info = dev->info();
-  MINFER_ASSIGN_OR_RETURN(const bool int8,
-                          env_bool("MINFER_VULKAN_INT_DOT", info.integer_dot && info.integer_dot_fast));
+  MINFER_ASSIGN_OR_RETURN(const bool int8, env_bool("MINFER_VULKAN_INT_DOT", info.integer_dot_fast));
   std::unique_ptr<VulkanBackend> backend(new VulkanBackend(std::move(dev)));
   MINFER_RETURN_IF_ERROR(backend->set_int8_matmul(int8));
   return backend;
@@ -334,7 +333,8 @@ Status VulkanBackend::dispatch(const vk::Pipeline& p, std::initializer_list<vk::
   return {};
 }
 
-Status VulkanBackend::matmul(const Weight& w, const Tensor& x, const Tensor& y, int64_t m) {
+Status VulkanBackend::matmul(const Weight& w, const Graph& graph, NodeId x_node, const Tensor& x,
+                             const Tensor& y, int64_t m) {
   const uint64_t k = static_cast<uint64_t>(w.ne0), n = static_cast<uint64_t>(w.ne1);
   const uint64_t align = std::max<uint64_t>(4, dev_->info().min_storage_buffer_offset_alignment);
   const uint64_t max_rows = (max_binding() - align - 4) / w.row_bytes;
@@ -365,7 +365,12 @@ Status VulkanBackend::matmul(const Weight& w, const Tensor& x, const Tensor& y, 
     const auto chunk = static_cast<uint64_t>(std::min<int64_t>(static_cast<int64_t>(per_binding), m - t0));
     Tensor act{x.buffer, x.offset + static_cast<uint64_t>(t0) * k * 4};
     if (int8) {
-      MINFER_ASSIGN_OR_RETURN(act, quantize_activations(w.type, act, k, chunk));
+      const DType format = quant::vec_dot_type(w.type);
+      const uint32_t fmt = format == DType::Q8_0   ? 0
+                           : format == DType::Q8_1 ? 1
+                                                   : 2;  // FMT in quantize_q8.comp
+      MINFER_ASSIGN_OR_RETURN(
+          act, quantize_activations({&graph, x_node, fmt, k, static_cast<uint64_t>(t0), chunk}, act));
     }
     for (uint64_t row0 = 0; row0 < n; row0 += max_rows) {
       const uint64_t rows = std::min(max_rows, n - row0);
@@ -402,8 +407,9 @@ Status VulkanBackend::matmul(const Weight& w, const Tensor& x, const Tensor& y, 
   return {};
 }
 
-Result<VulkanBackend::Tensor> VulkanBackend::quantize_activations(DType weight_type, const Tensor& x,
-                                                                  uint64_t k, uint64_t m) {
+Result<VulkanBackend::Tensor> VulkanBackend::quantize_activations(const QuantizedActs& key, const Tensor& x) {
+  if (act_q8_holds_ == key) return Tensor{act_q8_.get(), 0};
+  const uint64_t k = key.k, m = key.m;
   const uint64_t bytes = m * (k / 4 + k / 16) * 4;
   if (!act_q8_ || act_q8_->size() < bytes) {
     // Work described before still reads the old buffer: it stays alive until the split is submitted.
@@ -413,15 +419,16 @@ Result<VulkanBackend::Tensor> VulkanBackend::quantize_activations(DType weight_t
     MINFER_ASSIGN_OR_RETURN(act_q8_, vk::DeviceBuffer::create(*dev_, want, vk::MemoryKind::kDeviceLocal,
                                                               "int8 matmul activations"));
   }
-  const DType act = quant::vec_dot_type(weight_type);
-  const uint32_t fmt = act == DType::Q8_0 ? 0 : act == DType::Q8_1 ? 1 : 2;  // FMT in quantize_q8.comp
   MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p,
-                          pipeline("quantize_q8", 2, sizeof(QuantizePush), {kWorkgroup, fmt}));
+                          pipeline("quantize_q8", 2, sizeof(QuantizePush), {kWorkgroup, key.fmt}));
   MINFER_ASSIGN_OR_RETURN(vk::Window xw, bind(x, m * k * 4));
   MINFER_ASSIGN_OR_RETURN(vk::Window aw, vk::window(*dev_, *act_q8_, 0, bytes, max_binding()));
   const QuantizePush push{u32(k), u32(m), u32(xw.skip / 4), u32(aw.skip / 4)};
   const uint64_t units = k / 32;
+  act_q8_holds_.reset();  // a failed dispatch leaves act_q8_ undefined
   MINFER_RETURN_IF_ERROR(dispatch(*p, {xw, aw}, &push, m * ((units + kWorkgroup - 1) / kWorkgroup)));
+  act_q8_holds_ = key;
+  ++act_quantizations_;
   return Tensor{act_q8_.get(), 0};
 }
 
@@ -524,7 +531,7 @@ Status VulkanBackend::record(const Graph& graph, NodeId id, std::span<void* cons
       }
       MINFER_ASSIGN_OR_RETURN(Tensor x, f32_src(1));
       MINFER_ASSIGN_OR_RETURN(Tensor y, out());
-      return matmul(*w, x, y, m);
+      return matmul(*w, graph, node.src[1], x, y, m);
     }
     case OpKind::kGetRows: {
       const int64_t n = src_node(1).ne[0];
@@ -798,6 +805,7 @@ void VulkanBackend::reset_ring() {
   if (ring_.size() > 1) ring_.erase(ring_.begin(), ring_.end() - 1);
   ring_used_ = 0;
   act_q8_retired_.clear();
+  act_q8_holds_.reset();  // the next split's nodes are new (a cached plan's node ids repeat every step)
 }
 
 void VulkanBackend::abandon() {

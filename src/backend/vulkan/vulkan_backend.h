@@ -30,6 +30,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -102,6 +103,9 @@ class VulkanBackend final : public Backend {
   // Switches the path (what the variable does; tests). kUnsupported on a device without integer dot.
   Status set_int8_matmul(bool on);
   std::string arithmetic() const override { return int8_matmul_ ? "int8 matmul" : "f32 matmul"; }
+  // Activation quantizations the int8 path has described (matmuls over the same node in one split share
+  // one).
+  uint64_t activation_quantizations() const { return act_quantizations_; }
   // Recorded-once command buffers: how many splits replayed one, recorded one, or were recorded once.
   const vk::Tapes::Stats& tape_stats() const { return tapes_->stats(); }
   // Test hook: false records every split anew (no replay); results must not change.
@@ -143,10 +147,22 @@ class VulkanBackend final : public Backend {
                const ExecContext& ctx);
   // The device location of one layer's K or V cells; they must be in an arena (see the header comment).
   Result<Tensor> locate_cells(const void* ptr, size_t bytes, const char* what, int32_t layer) const;
-  Status matmul(const Weight& w, const Tensor& x, const Tensor& y, int64_t m);
-  // Describes quantize_q8.comp over m tokens of k floats at x, for a `weight_type` weight, into act_q8_
-  // (grown as needed); returns where the quantized tokens start.
-  Result<Tensor> quantize_activations(DType weight_type, const Tensor& x, uint64_t k, uint64_t m);
+  // The int8 path's quantized activations: which node's tokens, in which format. A matmul of the same
+  // split over the same node and tokens (Q, K and V; gate and up) reads act_q8_ as the last one left it.
+  struct QuantizedActs {
+    const graph::Graph* graph = nullptr;
+    graph::NodeId node = 0;  // the activations' node in `graph` (its bytes are final within a split)
+    uint32_t fmt = 0;        // FMT of quantize_q8.comp
+    uint64_t k = 0, t0 = 0, m = 0;
+    bool operator==(const QuantizedActs&) const = default;
+  };
+  // `x` holds the activations of node `x_node` of `graph` (the int8 path's key for reusing them).
+  Status matmul(const Weight& w, const graph::Graph& graph, graph::NodeId x_node, const Tensor& x,
+                const Tensor& y, int64_t m);
+  // Describes quantize_q8.comp over `key.m` tokens from `key.t0` of the activations at x (its first
+  // token), for a `weight_type` weight, into act_q8_ (grown as needed) unless act_q8_ already holds them;
+  // returns where the quantized tokens start.
+  Result<Tensor> quantize_activations(const QuantizedActs& key, const Tensor& x);
   Status get_rows(const graph::Node& node, DType type, const vk::DeviceBuffer& table, int64_t table_rows,
                   size_t row_bytes, uint64_t table_offset, const Tensor& ids, int64_t n, const Tensor& out);
 
@@ -160,6 +176,8 @@ class VulkanBackend final : public Backend {
   bool int8_matmul_ = false;
   std::unique_ptr<vk::DeviceBuffer> act_q8_;  // the int8 path's quantized activations, reused by every matmul
   std::vector<std::unique_ptr<vk::DeviceBuffer>> act_q8_retired_;  // outgrown, read by unsubmitted work
+  std::optional<QuantizedActs> act_q8_holds_;  // what act_q8_ holds for the split being described
+  uint64_t act_quantizations_ = 0;
   std::shared_ptr<std::map<uintptr_t, Arena*>> arenas_;  // by base address; shared with the arenas
   // Host data copied for the described work (bound inputs, CPU nodes), recycled after each submit.
   std::vector<std::unique_ptr<vk::DeviceBuffer>> ring_;

@@ -25,7 +25,7 @@ layout(push_constant) uniform Push {
   uint row_tiles;  // tiles along the rows: group g is row tile g % row_tiles, token tile g / row_tiles
 } p;
 
-#define MM_SLOTS (TR * 64u)  // one step's units, [row][lane]
+#define MM_SLOTS (TR * MM_LANES)  // one step's units, [row][lane]
 #ifdef MM_Q8
 #include "matmul_q8.glsl"
 #else

@@ -12,10 +12,9 @@
 // The interface both arithmetic files give the main bodies: MmUnit (a unit of one weight row, ready to
 // multiply), mm_units(), mm_unit(row, u), mm_zero(), mm_token(t) (where token t's activations start),
 // mm_add(unit, u, token, acc), and a slot array in shared memory for matmat (mm_share / mm_shared).
-// The including shader declares, before this file: `uint w[]` (weight rows, read as words), the spec
-// constant TYPE and a push block `p` with `k` (elements per row) and `x_skip`; this file declares binding
-// 1, the activations.
-#define MM_LANES 64u
+// The including shader declares, before this file: `uint w[]` (weight rows, read as words) and MM_LANES
+// (matmul_io.glsl), the spec constant TYPE and a push block `p` with `k` (elements per row) and `x_skip`;
+// this file declares binding 1, the activations.
 
 layout(binding = 1) readonly buffer X { float x[]; };  // tokens of k floats, from x_skip
 

@@ -16,7 +16,6 @@
 //
 // Same interface and declarations as matmul.glsl (read there).
 #extension GL_EXT_spirv_intrinsics : require
-#define MM_LANES 64u
 
 // quantize_q8.comp's output, per token ((k / 4 + k / 16) words from x_skip): k / 4 words of packed signed
 // bytes (element order), then two words per unit: the scale as f32 bits (Q8_0, Q8_1: the f16 d as
