@@ -18,8 +18,9 @@ PACKAGES=(
 )
 if [ "${1:-}" != "--run" ]; then
   # Testing: clang for the fuzz targets and clang-format; Mesa's lavapipe (a Vulkan device that runs on
-  # the CPU) so the Vulkan tests execute every shader, and vulkaninfo for diagnosis.
-  PACKAGES+=(clang libclang-rt-14-dev clang-format mesa-vulkan-drivers vulkan-tools)
+  # the CPU) so the Vulkan tests execute every shader, vulkaninfo for diagnosis, and the Khronos validation
+  # layer for the `vulkan` tier (scripts/tiers.sh; its second driver, SwiftShader, comes with chromium).
+  PACKAGES+=(clang libclang-rt-14-dev clang-format mesa-vulkan-drivers vulkan-tools vulkan-validationlayers)
   # The visualizer's browser test (headless, through puppeteer-core) and the dump files' numpy check.
   PACKAGES+=(chromium python3-numpy)
   # The `neon` tier (scripts/tiers.sh): Debian's aarch64 cross compiler, qemu-user to run its binaries,

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # README command 2: install, build, run the whole test suite (unit + parity against ../shared/fixtures,
-# short libFuzzer runs of every untrusted-input parser, the asan / tsan / NEON-under-qemu tiers). Ends
+# short libFuzzer runs of every untrusted-input parser, the asan / tsan / NEON-under-qemu / Vulkan tiers). Ends
 # with ctest's summary and the parity case counts.
 # Environment: FUZZ_SECONDS (default 30 per fuzzer; 0 skips the fuzz runs), MINFER_TIERS (default
-# "asan tsan neon"; "none" skips), MINFER_FIXTURES_DIR, MINFER_FIXTURES_REQUIRED.
+# "asan tsan neon vulkan"; "none" skips), MINFER_FIXTURES_DIR, MINFER_FIXTURES_REQUIRED.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -29,8 +29,8 @@ fi
 bash scripts/install_npm_tests.sh || echo "test: npm test packages not installed; the openai client and viz browser tests will be skipped"
 
 # Sanitizer and emulation tiers (scripts/tiers.sh): asan on the unit tests, tsan on the threaded ones,
-# aarch64 NEON kernels under qemu-user. MINFER_TIERS=none skips them, e.g. MINFER_TIERS="asan tsan".
-bash scripts/tiers.sh ${MINFER_TIERS:-asan tsan neon}
+# aarch64 NEON kernels under qemu-user, the Vulkan tests under the validation layer and on SwiftShader. MINFER_TIERS=none skips them, e.g. MINFER_TIERS="asan tsan".
+bash scripts/tiers.sh ${MINFER_TIERS:-asan tsan neon vulkan}
 
 # The release tests, last: ctest's summary, then how many parity cases ran per kind against what the
 # fixtures hold (scripts/parity_counts.sh; with MINFER_FIXTURES_REQUIRED=1 fewer is a failure).

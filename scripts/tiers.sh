@@ -4,7 +4,12 @@
 #   tsan  ThreadSanitizer (`tsan` preset) on the threaded code: the entries of TSAN_TESTS below
 #   neon  the aarch64 cross build (`neon` preset, cmake/toolchains/aarch64-linux-gnu.cmake): the quant
 #         kernel and engine tests, and the logits parity of NEON-computed weight types, under qemu-user
-# Usage: scripts/tiers.sh [asan] [tsan] [neon] | none     (scripts/test.sh runs all three)
+#   vulkan the Vulkan tests (release build) twice more: on lavapipe under the Khronos validation layer with
+#         synchronization validation (MINFER_VULKAN_VALIDATE=1: any message fails the test), and on a second
+#         driver, SwiftShader (Chromium's copy, from Debian's chromium package): subgroups of 4 instead of
+#         lavapipe's 8, 1 GiB allocations, no 8/16-bit storage. Skipped with a message where the layer or
+#         SwiftShader is missing, failed then under MINFER_VULKAN_REQUIRED=1 (CI).
+# Usage: scripts/tiers.sh [asan] [tsan] [neon] [vulkan] | none     (scripts/test.sh runs all four)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="$(nproc)"
@@ -22,6 +27,10 @@ TSAN_TESTS=(
 # neon: logits parity cases run under qemu (ctest -R), one per weight type with a NEON dot, exact KV
 # setting (the rest of the parity tier runs natively; each case under emulation takes seconds).
 NEON_PARITY='LogitsParity.*/qwen[23]_mini_(q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q5_k_m|q6_k|f32)_exact( |$)'
+
+# vulkan: the ICD manifest of Chromium's SwiftShader (VK_ICD_FILENAMES makes it the only device).
+SWIFTSHADER_ICD=/usr/lib/chromium/vk_swiftshader_icd.json
+VULKAN_TESTS=(test_backend_vulkan test_backend_vulkan_offload test_backend_vulkan_faults minfer)
 
 build() {  # build PRESET TARGETS...: configure once, build only TARGETS, show the log on failure
   local preset="$1" log
@@ -78,7 +87,30 @@ for tier in "$@"; do
       run_ctest --preset neon -L parity -R "$NEON_PARITY" -j "$jobs" --timeout 300 --no-tests=error \
         || { echo "tiers: neon parity failed" >&2; exit 1; }
       ;;
-    *) echo "tiers: unknown tier '$tier' (asan, tsan, neon, none)" >&2; exit 1 ;;
+    vulkan)
+      missing=""
+      [ -f /usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json ] || missing="the validation layer (vulkan-validationlayers)"
+      [ -f "$SWIFTSHADER_ICD" ] || missing="${missing:+$missing and }SwiftShader ($SWIFTSHADER_ICD, from chromium)"
+      if [ -n "$missing" ]; then
+        echo "tier vulkan: no $missing"
+        if [ "${MINFER_VULKAN_REQUIRED:-0}" = 1 ]; then echo "tiers: vulkan tier required" >&2; exit 1; fi
+        continue
+      fi
+      build release "${VULKAN_TESTS[@]}"
+      echo "tier vulkan: the Vulkan tests on lavapipe under the validation layer (synchronization validation on)"
+      MINFER_VULKAN_VALIDATE=1 MINFER_VULKAN_REQUIRED=1 \
+        run_ctest --preset release -R Vulkan -j "$jobs" --no-tests=error || { echo "tiers: vulkan validation failed" >&2; exit 1; }
+      # The device the tests pick must be SwiftShader, or this would test lavapipe again.
+      if ! VK_ICD_FILENAMES="$SWIFTSHADER_ICD" build/release/src/cli/minfer devices 2>&1 | grep -q SwiftShader; then
+        VK_ICD_FILENAMES="$SWIFTSHADER_ICD" build/release/src/cli/minfer devices >&2 || true
+        echo "tiers: SwiftShader is not a usable Vulkan device here" >&2
+        exit 1
+      fi
+      echo "tier vulkan: the Vulkan tests on SwiftShader"
+      VK_ICD_FILENAMES="$SWIFTSHADER_ICD" MINFER_VULKAN_REQUIRED=1 \
+        run_ctest --preset release -R Vulkan -j "$jobs" --no-tests=error || { echo "tiers: vulkan on SwiftShader failed" >&2; exit 1; }
+      ;;
+    *) echo "tiers: unknown tier '$tier' (asan, tsan, neon, vulkan, none)" >&2; exit 1 ;;
   esac
   [ "$tier" = none ] || echo "tier $tier: $((SECONDS - start)) s"
 done

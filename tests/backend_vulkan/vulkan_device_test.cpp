@@ -9,7 +9,9 @@
 #include <regex>
 
 #include "backend/registry.h"
+#include "backend/vulkan/memory.h"
 #include "backend_vulkan/vulkan_harness.h"
+#include "core/env.h"
 
 namespace minfer::backend::test {
 namespace {
@@ -29,6 +31,28 @@ TEST(VulkanDevice, ProbesTheDeviceUnderTest) {
   if (info.type == vk::DeviceType::kCpu) {
     EXPECT_FALSE(info.default_use());  // lavapipe only when named
   }
+}
+
+// The `vulkan` tier's own check (MINFER_VULKAN_VALIDATE=1): two copies into the same bytes with no barrier
+// between are reported as a hazard, so a barrier missing from minfer's recordings would be too.
+TEST(VulkanValidation, AMissingBarrierIsReportedWhenValidationIsOn) {
+  if (!env_flag("MINFER_VULKAN_VALIDATE")) GTEST_SKIP() << "MINFER_VULKAN_VALIDATE is not set";
+  MINFER_VK_OR_SKIP(vk);
+  ASSERT_TRUE(vk::validation_enabled());
+  vk::Device& dev = vk->device();
+  auto a = vk::DeviceBuffer::create(dev, 256, vk::MemoryKind::kDeviceLocal, "a");
+  auto b = vk::DeviceBuffer::create(dev, 256, vk::MemoryKind::kDeviceLocal, "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  const uint64_t before = vk::validation_messages();
+  auto cb = dev.command_buffer();
+  ASSERT_TRUE(cb.ok()) << cb.status().message();
+  const VkBufferCopy region{0, 0, 256};
+  dev.api().vkCmdCopyBuffer(*cb, (*a)->handle(), (*b)->handle(), 1, &region);
+  dev.api().vkCmdCopyBuffer(*cb, (*a)->handle(), (*b)->handle(), 1, &region);
+  ASSERT_TRUE(dev.submit_and_wait().ok());
+  const uint64_t reported = vk::validation_messages() - before;
+  EXPECT_GE(reported, 1u) << "the write-after-write hazard went unreported";
+  expect_validation_messages(reported);
 }
 
 TEST(VulkanDevice, RegistryListsVulkanAndRefusesDistinctly) {
@@ -174,6 +198,36 @@ TEST(VulkanDevice, InjectedFaultsAreNamedErrors) {
   st = run_add(*vk);  // every later call fails fast with the same error
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("VK_ERROR_DEVICE_LOST"), std::string::npos) << st.message();
+}
+
+// A submit that outlives the fence wait (here a wait of 0 ms, right after submitting a matmul of a 16 MiB
+// weight over 32 tokens: a few hundred ms on lavapipe) marks the device lost with the timeout named, and
+// every later call fails fast. The timed-out work is still running: tearing down must wait for it (bounded)
+// rather than free the buffers under it (the validation tier reports a buffer destroyed while in use).
+TEST(VulkanDevice, ASubmitPastTheTimeoutIsANamedErrorAndTeardownWaitsForTheWork) {
+  MINFER_VK_OR_SKIP(vk);
+  const int64_t k = 2048, n = 2048, m = 32;
+  OpCase c;
+  std::vector<float> w(static_cast<size_t>(k * n), 0.5f);
+  const auto wid = c.add_weight("w", DType::F32, {k, n, 1, 1}, w.data(), w.size() * 4);
+  const auto xid = c.add_activation(std::vector<float>(static_cast<size_t>(k * m), 1.0f), {k, m, 1, 1});
+  c.add_op(op_node(OpKind::kMatMul, {wid, xid}, {n, m, 1, 1}));
+  ASSERT_TRUE(vk->register_weight(c.weights[0]).ok());
+  auto arena = vk->alloc_buffer(static_cast<size_t>(k * m + n * m) * 4);
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  auto* base = static_cast<uint8_t*>((*arena)->base());
+  ASSERT_TRUE(vk->upload(base, c.f32[xid].data(), c.f32[xid].size() * 4).ok());
+  std::vector<void*> data = {const_cast<void*>(vk->weight_handle("w")), base, base + k * m * 4};
+  vk->device().set_timeout_ms(0);
+  ASSERT_TRUE(vk->execute(c.graph, c.target, data, ExecContext{}).ok());
+  Status st = vk->synchronize();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("no answer within 0 ms"), std::string::npos) << st.message();
+  st = vk->execute(c.graph, c.target, data, ExecContext{});  // every later call fails fast
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("is lost"), std::string::npos) << st.message();
+  arena->reset();  // the arena, the weight and the device go while the matmul may still run
+  vk.reset();
 }
 
 #ifdef MINFER_BINARY

@@ -35,6 +35,10 @@ std::unique_ptr<VulkanBackend> open_backend();
 
 bool vulkan_required();
 
+// Under MINFER_VULKAN_VALIDATE=1 any validation message fails the test (vulkan_validation_check.cpp),
+// except `n` a test provokes on purpose and declares here.
+void expect_validation_messages(uint64_t n);
+
 // `var` = the device index to test (pick_device), for tests that open it through the engine; skipped
 // with the reason when there is none, failed under MINFER_VULKAN_REQUIRED=1.
 #define MINFER_VK_DEVICE_OR_SKIP(var)                                                                    \

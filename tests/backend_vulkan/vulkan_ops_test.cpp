@@ -216,6 +216,48 @@ TEST(VulkanOps, MatmulTokenResultIndependentOfBatch) {
   }
 }
 
+// A weight larger than the device's largest allocation is stored in parts of whole rows (here parts of 50
+// rows, as if maxMemoryAllocationSize were that small; it is 1 GiB on SwiftShader). No window spans two
+// parts and each row's arithmetic is unchanged, so the results equal the one-allocation run bit for bit:
+// matrix-vector and tiled, f32 and int8, with windows larger than a part and smaller.
+TEST(VulkanOps, MatmulOverWeightPartsEqualsOneAllocation) {
+  MINFER_VK_OR_SKIP(vk);
+  const int64_t k = 256, n = 137;
+  const bool int8_default = vk->int8_matmul();
+  for (DType type : {DType::F32, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+    const std::vector<uint8_t> w = make_weight(type, k, n, 5);
+    const uint64_t row_bytes = w.size() / static_cast<size_t>(n);
+    for (bool int8 : {false, true}) {
+      if (int8 && !vk->device_info().integer_dot) continue;
+      ASSERT_TRUE(vk->set_int8_matmul(int8).ok());
+      for (int64_t m : {3, 40}) {
+        OpCase c;
+        const auto wid = c.add_weight("w", type, {k, n, 1, 1}, w.data(), w.size());
+        const auto xid = c.add_activation(random_floats(static_cast<size_t>(k * m), 9), {k, m, 1, 1});
+        c.add_op(op_node(OpKind::kMatMul, {wid, xid}, {n, m, 1, 1}));
+        vk->set_max_allocation_bytes(0);
+        vk->set_max_binding_bytes(0);
+        const std::vector<float> whole = run_vulkan(*vk, c);
+        vk->set_max_allocation_bytes(row_bytes * 50 + 16);
+        for (uint64_t binding : {uint64_t{0}, uint64_t{4096}}) {
+          vk->set_max_binding_bytes(binding);
+          const std::vector<float> parted = run_vulkan(*vk, c);
+          const auto* handle = static_cast<const VulkanBackend::Weight*>(vk->weight_handle("w"));
+          ASSERT_EQ(handle->parts.size(), 3u);  // 50 + 50 + 37 rows
+          ASSERT_EQ(whole.size(), parted.size());
+          for (size_t i = 0; i < whole.size(); ++i) {
+            ASSERT_EQ(whole[i], parted[i]) << dtype_name(type) << (int8 ? " int8" : " f32") << " m " << m
+                                           << " binding " << binding << " output " << i;
+          }
+        }
+      }
+    }
+  }
+  vk->set_max_allocation_bytes(0);
+  vk->set_max_binding_bytes(0);
+  ASSERT_TRUE(vk->set_int8_matmul(int8_default).ok());
+}
+
 struct RowsShape {
   DType type;
   int64_t d, rows;
@@ -242,6 +284,12 @@ TEST_P(VulkanGetRows, EqualsCpuExactly) {
   vk->set_max_binding_bytes(4096);
   const std::vector<float> windowed = run_vulkan(*vk, c);
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(windowed[i], cpu[i]) << "windowed " << i;
+  // And from a table in parts of 4 rows (as on a device whose largest allocation is smaller than it).
+  vk->set_max_allocation_bytes(table.size() / static_cast<size_t>(rows) * 4 + 16);
+  const std::vector<float> parted = run_vulkan(*vk, c);
+  EXPECT_EQ(static_cast<const VulkanBackend::Weight*>(vk->weight_handle("table"))->parts.size(),
+            static_cast<size_t>((rows + 3) / 4));
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(parted[i], cpu[i]) << "in parts " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, VulkanGetRows,

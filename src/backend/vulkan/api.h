@@ -13,10 +13,11 @@
 namespace minfer::backend::vk {
 
 // Entry points available before an instance exists.
-#define MINFER_VK_GLOBAL_FNS(X) \
-  X(vkCreateInstance)           \
-  X(vkEnumerateInstanceVersion) \
-  X(vkEnumerateInstanceExtensionProperties)
+#define MINFER_VK_GLOBAL_FNS(X)             \
+  X(vkCreateInstance)                       \
+  X(vkEnumerateInstanceVersion)             \
+  X(vkEnumerateInstanceExtensionProperties) \
+  X(vkEnumerateInstanceLayerProperties)
 
 // Instance and device entry points (device ones go through the loader's trampolines).
 #define MINFER_VK_INSTANCE_FNS(X)             \

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "core/env.h"
 #include "core/log.h"
 
 namespace minfer::backend::vk {
@@ -22,6 +23,22 @@ struct Instance {
   std::vector<VkPhysicalDevice> physical;
   std::vector<DeviceInfo> infos;
 };
+
+std::atomic<uint64_t> validation_count{0};
+bool validation_on = false;
+
+// Every message of the validation layer is a defect in minfer's use of Vulkan: logged as an error with the
+// layer's text (which names the rule, the call and the objects) and counted for the tests.
+VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT,
+                                                     VkDebugUtilsMessageTypeFlagsEXT,
+                                                     const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                     void*) {
+  validation_count.fetch_add(1);
+  MINFER_LOG_ERROR("vulkan validation: {}", data->pMessage != nullptr ? data->pMessage : "(no message)");
+  return VK_FALSE;  // the call goes on, as it would without the layer
+}
+
+constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 
 bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
   for (const auto& e : exts) {
@@ -199,6 +216,43 @@ Result<const Instance*> instance() {
     enabled.push_back("VK_KHR_portability_enumeration");
     flags |= 0x00000001;  // VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR
   }
+  // MINFER_VULKAN_VALIDATE: the Khronos validation layer with synchronization validation (a missing or
+  // misplaced barrier is a hazard it names), its messages routed to on_validation_message. A diagnosis
+  // and test mode: the layer slows every call. Asked for and absent is an error, never a quiet run without.
+  const Result<bool> validate = env_bool("MINFER_VULKAN_VALIDATE");
+  if (!validate.ok()) return fail(validate.status());
+  std::vector<const char*> layers;
+  VkDebugUtilsMessengerCreateInfoEXT messenger_info{};
+  const VkValidationFeatureEnableEXT validation_enables[] = {
+      VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+  VkValidationFeaturesEXT validation_features{};
+  if (*validate) {
+    uint32_t n_layers = 0;
+    api.vkEnumerateInstanceLayerProperties(&n_layers, nullptr);
+    std::vector<VkLayerProperties> available(n_layers);
+    api.vkEnumerateInstanceLayerProperties(&n_layers, available.data());
+    const bool have_layer = std::any_of(available.begin(), available.end(), [](const VkLayerProperties& l) {
+      return std::strcmp(l.layerName, kValidationLayer) == 0;
+    });
+    if (!have_layer || !has_extension(exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) {
+      return fail(
+          unavailable("vulkan: MINFER_VULKAN_VALIDATE is set but the loader has no {}{} (Debian: "
+                      "vulkan-validationlayers)",
+                      kValidationLayer, have_layer ? " messenger (VK_EXT_debug_utils)" : ""));
+    }
+    layers.push_back(kValidationLayer);
+    enabled.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    messenger_info.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
+    messenger_info.messageSeverity =
+        VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    messenger_info.messageType =
+        VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT;
+    messenger_info.pfnUserCallback = on_validation_message;
+    validation_features.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT;
+    validation_features.pNext = &messenger_info;  // also covers vkCreateInstance itself
+    validation_features.enabledValidationFeatureCount = 1;
+    validation_features.pEnabledValidationFeatures = validation_enables;
+  }
   VkApplicationInfo app{};
   app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
   app.pApplicationName = "minfer";
@@ -210,6 +264,9 @@ Result<const Instance*> instance() {
   ci.pApplicationInfo = &app;
   ci.enabledExtensionCount = static_cast<uint32_t>(enabled.size());
   ci.ppEnabledExtensionNames = enabled.data();
+  ci.enabledLayerCount = static_cast<uint32_t>(layers.size());
+  ci.ppEnabledLayerNames = layers.data();
+  if (*validate) ci.pNext = &validation_features;
   if (Status st = check_vk(api.vkCreateInstance(&ci, nullptr, &out->instance), "vkCreateInstance");
       !st.ok()) {
     return fail(st);
@@ -220,6 +277,19 @@ Result<const Instance*> instance() {
     return fail(unavailable("vulkan: the loader has no {} (Vulkan 1.1 needed)", #name));
   MINFER_VK_INSTANCE_FNS(MINFER_VK_LOAD_INSTANCE)
 #undef MINFER_VK_LOAD_INSTANCE
+  if (*validate) {
+    auto create_messenger = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        api.get_instance_proc_addr(out->instance, "vkCreateDebugUtilsMessengerEXT"));
+    VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;  // lives as long as the instance: until exit
+    if (create_messenger == nullptr) return fail(unavailable("vulkan: no vkCreateDebugUtilsMessengerEXT"));
+    if (Status st = check_vk(create_messenger(out->instance, &messenger_info, nullptr, &messenger),
+                             "vkCreateDebugUtilsMessengerEXT");
+        !st.ok()) {
+      return fail(st);
+    }
+    validation_on = true;
+    MINFER_LOG_INFO("vulkan: {} on, with synchronization validation", kValidationLayer);
+  }
   uint32_t n_dev = 0;
   if (Status st = check_vk(api.vkEnumeratePhysicalDevices(out->instance, &n_dev, nullptr),
                            "vkEnumeratePhysicalDevices");
@@ -304,6 +374,15 @@ std::string DeviceInfo::unusable_reason() const {
   return {};
 }
 
+bool validation_enabled() {
+  (void)instance();
+  return validation_on;
+}
+
+uint64_t validation_messages() {
+  return validation_count.load();
+}
+
 Result<std::vector<DeviceInfo>> enumerate_devices() {
   MINFER_ASSIGN_OR_RETURN(const Instance* inst, instance());
   return inst->infos;
@@ -378,6 +457,7 @@ Device::~Device() {
   if (device_ == VK_NULL_HANDLE) return;
   const Api& api = *api_;
   if (lost_.ok()) api.vkDeviceWaitIdle(device_);
+  if (!drained()) return;  // hung: the device and everything on it are left to the process's exit
   for (VkDescriptorPool p : descriptor_pools_) api.vkDestroyDescriptorPool(device_, p, nullptr);
   if (fence_) api.vkDestroyFence(device_, fence_, nullptr);
   if (command_pool_) api.vkDestroyCommandPool(device_, command_pool_, nullptr);
@@ -440,6 +520,22 @@ Fault Device::take_fault(Fault kind) {
     const uint64_t next = left == 0 ? 0 : (left << 8) | (cur & 0xff);
     if (fault_.compare_exchange_weak(cur, next)) return left == 0 ? kind : Fault::kNone;
   }
+}
+
+bool Device::drained() {
+  if (!in_flight_) return true;
+  if (hung_) return false;
+  const VkResult r = api_->vkWaitForFences(device_, 1, &fence_, VK_TRUE, kDrainMs * 1000000ull);
+  if (r == VK_TIMEOUT) {
+    hung_ = true;
+    MINFER_LOG_WARN(
+        "vulkan: {} still runs work submitted {} ms after its deadline; its memory is left to "
+        "the process's exit",
+        info_.name, kDrainMs);
+    return false;
+  }
+  in_flight_ = false;  // finished, or the device is really lost: either way its objects may go
+  return true;
 }
 
 void Device::mark_lost(std::string_view call, VkResult r) {
@@ -565,6 +661,7 @@ Status Device::submit_wait(VkCommandBuffer cb) {
   r = api.vkWaitForFences(device_, 1, &fence_, VK_TRUE, timeout_ms_ * 1000000ull);
   if (take_fault(Fault::kDeviceLost) != Fault::kNone) r = VK_ERROR_DEVICE_LOST;
   if (r == VK_TIMEOUT) {
+    in_flight_ = true;  // not lost, only late: nothing it uses may be freed before drained()
     mark_lost(fmt::format("vkWaitForFences: no answer within {} ms", timeout_ms_), r);
     return lost_;
   }

@@ -61,6 +61,12 @@ struct DeviceInfo {
 // Probes once per process and caches the answer.
 Result<std::vector<DeviceInfo>> enumerate_devices();
 
+// MINFER_VULKAN_VALIDATE=1 (read when the instance is created) turns on the Khronos validation layer with
+// synchronization validation; each message it reports is logged as an error and counted here. The Vulkan
+// tests fail on any (tests/backend_vulkan/vulkan_validation_check.cpp), and scripts/tiers.sh runs them so.
+bool validation_enabled();       // the layer is on (creates the instance if it was not yet)
+uint64_t validation_messages();  // messages reported since the process started
+
 // Faults a test can inject into a submit or an allocation (the device layer's test hook).
 enum class Fault { kNone, kDeviceLost, kSubmitFailed, kOutOfDeviceMemory };
 
@@ -121,6 +127,12 @@ class Device {
   void count_allocation() { allocations_.fetch_add(1); }
   // Non-ok once the device is lost (after a timeout or VK_ERROR_DEVICE_LOST).
   const Status& lost() const { return lost_; }
+  // Whether no submitted work can still be running, so what it uses may be destroyed: true at once unless
+  // a fence wait timed out. Then the work may still run, and this waits for it once, at most kDrainMs;
+  // false means the device is hung, and every destructor below leaks its object (left to the process's
+  // exit) rather than free memory the device may still read or write.
+  bool drained();
+  static constexpr uint64_t kDrainMs = 10000;
 
  private:
   Device() = default;
@@ -146,6 +158,8 @@ class Device {
   std::atomic<uint64_t> fault_{0};
   std::atomic<uint64_t> allocations_{0};
   Status lost_;
+  bool in_flight_ = false;  // a submit whose fence wait timed out: its work may still run
+  bool hung_ = false;       // drained() waited kDrainMs for it in vain
   void mark_lost(std::string_view call, VkResult r);
 };
 

@@ -81,6 +81,7 @@ Result<std::unique_ptr<DeviceBuffer>> DeviceBuffer::create(Device& dev, size_t b
 }
 
 DeviceBuffer::~DeviceBuffer() {
+  if (!dev_->drained()) return;  // a hung device may still use it: leaked
   const Api& api = dev_->api();
   if (mapped_) api.vkUnmapMemory(dev_->handle(), memory_);
   if (buffer_) api.vkDestroyBuffer(dev_->handle(), buffer_, nullptr);

@@ -11,6 +11,7 @@
 namespace minfer::backend::vk {
 
 PipelineCache::~PipelineCache() {
+  if (!dev_.drained()) return;  // a hung device may still run them: leaked
   const Api& api = dev_.api();
   for (auto& [key, p] : pipelines_) {
     api.vkDestroyPipeline(dev_.handle(), p->pipeline, nullptr);

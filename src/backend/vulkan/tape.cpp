@@ -40,6 +40,7 @@ struct Tapes::Tape {
   VkCommandBuffer cb = VK_NULL_HANDLE;
   VkDescriptorPool pool = VK_NULL_HANDLE;
   ~Tape() {
+    if (!dev->drained()) return;  // a hung device may still run it: leaked
     dev->free_command_buffer(cb);
     dev->destroy_descriptor_pool(pool);
   }

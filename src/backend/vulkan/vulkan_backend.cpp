@@ -232,12 +232,37 @@ Status VulkanBackend::register_weight(const WeightSource& w) {
                             w.name, n_bytes, entry->ne1, entry->ne0, dtype_name(entry->type));
   }
   entry->row_bytes = static_cast<size_t>(*rb);
-  MINFER_ASSIGN_OR_RETURN(entry->buffer,
-                          vk::DeviceBuffer::create(*dev_, n_bytes, vk::MemoryKind::kDeviceLocal,
-                                                   fmt::format("tensor '{}'", w.name)));
-  // The staging buffer's allocation or the copy's submit can fail too: name the tensor either way.
-  if (Status st = vk::upload(*dev_, *entry->buffer, 0, bytes, n_bytes); !st.ok())
-    return st.with_context(fmt::format("vulkan: uploading tensor '{}' ({} bytes): ", w.name, n_bytes));
+  // A tensor larger than one allocation goes in parts of whole rows (DeviceBuffer::create rounds each up
+  // to 16 bytes): the shaders bind windows of rows anyway, and a window never spans two parts.
+  const uint64_t dev_max = dev_->info().max_allocation_bytes;
+  const uint64_t max_alloc = max_allocation_override_ && (dev_max == 0 || max_allocation_override_ < dev_max)
+                                 ? max_allocation_override_
+                                 : dev_max;
+  const auto rows = static_cast<uint64_t>(entry->ne1);
+  entry->part_rows = std::max<uint64_t>(rows, 1);
+  if (max_alloc != 0 && n_bytes + 16 > max_alloc) {
+    entry->part_rows = std::min(rows, (max_alloc - 16) / entry->row_bytes);
+    if (entry->part_rows == 0) {
+      return error(StatusCode::kOutOfRange,
+                   "vulkan: tensor '{}': one row ({} bytes) exceeds {}'s largest "
+                   "allocation ({} bytes)",
+                   w.name, entry->row_bytes, dev_->info().name, max_alloc);
+    }
+  }
+  const uint64_t n_parts = std::max<uint64_t>(1, (rows + entry->part_rows - 1) / entry->part_rows);
+  for (uint64_t i = 0; i < n_parts; ++i) {
+    const uint64_t part_bytes = std::min(entry->part_rows, rows - i * entry->part_rows) * entry->row_bytes;
+    const std::string what = n_parts == 1
+                                 ? fmt::format("tensor '{}'", w.name)
+                                 : fmt::format("tensor '{}' (part {} of {})", w.name, i + 1, n_parts);
+    MINFER_ASSIGN_OR_RETURN(auto part,
+                            vk::DeviceBuffer::create(*dev_, part_bytes, vk::MemoryKind::kDeviceLocal, what));
+    // The staging buffer's allocation or the copy's submit can fail too: name the tensor either way.
+    const auto* src = static_cast<const uint8_t*>(bytes) + i * entry->part_rows * entry->row_bytes;
+    if (Status st = vk::upload(*dev_, *part, 0, src, part_bytes); !st.ok())
+      return st.with_context(fmt::format("vulkan: uploading {} ({} bytes): ", what, part_bytes));
+    entry->parts.push_back(std::move(part));
+  }
   weight_bytes_ += n_bytes;
   weights_[w.name] = std::move(entry);
   return {};
@@ -372,10 +397,9 @@ Status VulkanBackend::matmul(const Weight& w, const Graph& graph, NodeId x_node,
       MINFER_ASSIGN_OR_RETURN(
           act, quantize_activations({&graph, x_node, fmt, k, static_cast<uint64_t>(t0), chunk}, act));
     }
-    for (uint64_t row0 = 0; row0 < n; row0 += max_rows) {
-      const uint64_t rows = std::min(max_rows, n - row0);
-      MINFER_ASSIGN_OR_RETURN(
-          vk::Window ww, vk::window(*dev_, *w.buffer, row0 * w.row_bytes, rows * w.row_bytes, max_binding()));
+    const RowTable table = row_table(w);
+    for (uint64_t row0 = 0, rows = 0; row0 < n; row0 += rows) {
+      MINFER_ASSIGN_OR_RETURN(vk::Window ww, bind_rows(table, row0, max_rows, &rows));
       const uint64_t step = tiled ? chunk : kMaxCols;
       for (uint64_t c0 = 0; c0 < chunk; c0 += step) {
         const auto cols = static_cast<uint32_t>(std::min(step, chunk - c0));
@@ -443,11 +467,27 @@ Status VulkanBackend::set_int8_matmul(bool on) {
   return {};
 }
 
-Status VulkanBackend::get_rows(const Node& node, DType type, const vk::DeviceBuffer& table,
-                               int64_t table_rows, size_t row_bytes, uint64_t table_offset, const Tensor& ids,
+VulkanBackend::RowTable VulkanBackend::row_table(const Weight& w) {
+  RowTable t;
+  for (const auto& part : w.parts) t.parts.push_back(part.get());
+  t.part_rows = w.part_rows;
+  t.rows = static_cast<uint64_t>(w.ne1);
+  t.row_bytes = w.row_bytes;
+  return t;
+}
+
+Result<vk::Window> VulkanBackend::bind_rows(const RowTable& t, uint64_t row0, uint64_t max_rows,
+                                            uint64_t* n) const {
+  const uint64_t part = row0 / t.part_rows, first = row0 % t.part_rows;
+  *n = std::min({max_rows, t.rows - row0, t.part_rows - first});
+  return vk::window(*dev_, *t.parts[part], t.offset + first * t.row_bytes, *n * t.row_bytes, max_binding());
+}
+
+Status VulkanBackend::get_rows(const Node& node, DType type, const RowTable& table, const Tensor& ids,
                                int64_t n, const Tensor& out) {
   const uint64_t d = static_cast<uint64_t>(node.ne[0]);
   const uint64_t align = std::max<uint64_t>(4, dev_->info().min_storage_buffer_offset_alignment);
+  const uint64_t row_bytes = table.row_bytes;
   const uint64_t max_rows = (max_binding() - align - 4) / row_bytes;
   if (max_rows == 0) {
     return unsupported("one table row ({} bytes) exceeds a binding", row_bytes);
@@ -458,12 +498,10 @@ Status VulkanBackend::get_rows(const Node& node, DType type, const vk::DeviceBuf
   }
   MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p, pipeline("get_rows", 3, sizeof(GetRowsPush),
                                                           {kWorkgroup, static_cast<uint32_t>(type)}));
-  const auto total = static_cast<uint64_t>(table_rows);
   // Every (table window, id chunk) pair: each dispatch writes the ids of its chunk that fall in its window.
-  for (uint64_t lo = 0; lo < total; lo += max_rows) {
-    const uint64_t hi = std::min(total, lo + max_rows);
-    MINFER_ASSIGN_OR_RETURN(vk::Window tw, vk::window(*dev_, table, table_offset + lo * row_bytes,
-                                                      (hi - lo) * row_bytes, max_binding()));
+  for (uint64_t lo = 0, rows = 0; lo < table.rows; lo += rows) {
+    MINFER_ASSIGN_OR_RETURN(vk::Window tw, bind_rows(table, lo, max_rows, &rows));
+    const uint64_t hi = lo + rows;
     for (uint64_t i0 = 0; i0 < static_cast<uint64_t>(n); i0 += max_ids) {
       const uint64_t cnt = std::min<uint64_t>(max_ids, static_cast<uint64_t>(n) - i0);
       MINFER_ASSIGN_OR_RETURN(vk::Window iw, bind({ids.buffer, ids.offset + i0 * 4}, cnt * 4));
@@ -499,11 +537,11 @@ Status VulkanBackend::record(const Graph& graph, NodeId id, std::span<void* cons
     const Node& s = src_node(i);
     if (s.op == OpKind::kWeight) {
       const auto* w = static_cast<const Weight*>(ptr(i));
-      if (w == nullptr || w->type != DType::F32) {
-        return invalid_argument("node {} ({}): weight '{}' is not an f32 tensor on Vulkan", id, node.name,
-                                s.name);
+      if (w == nullptr || w->type != DType::F32 || w->parts.size() != 1) {
+        return invalid_argument("node {} ({}): weight '{}' is not an f32 tensor in one allocation on Vulkan",
+                                id, node.name, s.name);
       }
-      return Tensor{w->buffer.get(), 0};
+      return Tensor{w->parts[0].get(), 0};
     }
     return locate(ptr(i), f32_bytes(s));
   };
@@ -553,7 +591,7 @@ Status VulkanBackend::record(const Graph& graph, NodeId id, std::span<void* cons
             }
           }
         }
-        return get_rows(node, w->type, *w->buffer, w->ne1, w->row_bytes, 0, ids, n, o);
+        return get_rows(node, w->type, row_table(*w), ids, n, o);
       }
       const int64_t table_rows = rows_of(src_node(0).ne);
       if (ids_on_host) {
@@ -565,8 +603,9 @@ Status VulkanBackend::record(const Graph& graph, NodeId id, std::span<void* cons
         }
       }
       MINFER_ASSIGN_OR_RETURN(Tensor t, f32_src(0));
-      return get_rows(node, DType::F32, *t.buffer, table_rows, static_cast<size_t>(d) * 4, t.offset, ids, n,
-                      o);
+      const auto rows = static_cast<uint64_t>(table_rows);
+      return get_rows(node, DType::F32, {{t.buffer}, rows, t.offset, rows, static_cast<uint64_t>(d) * 4}, ids,
+                      n, o);
     }
     case OpKind::kRmsNorm: {
       if (src_node(1).n_elements() != d) {

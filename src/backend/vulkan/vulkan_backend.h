@@ -111,12 +111,21 @@ class VulkanBackend final : public Backend {
   // Test hook: false records every split anew (no replay); results must not change.
   void set_tapes_enabled(bool enabled) { tapes_->set_enabled(enabled); }
 
+  // Test hook: split weights into allocations of at most `bytes`, as if maxMemoryAllocationSize were that
+  // small, so the parted paths run on small tensors. Applies to weights registered afterwards; 0 restores
+  // the device's limit.
+  void set_max_allocation_bytes(uint64_t bytes) { max_allocation_override_ = bytes; }
+
   struct Weight {
     DType type = DType::F32;
     int64_t ne0 = 0;  // elements per row
     int64_t ne1 = 0;  // rows
     size_t row_bytes = 0;
-    std::unique_ptr<vk::DeviceBuffer> buffer;  // ne1 rows of row_bytes, row-major as in the file
+    // ne1 rows of row_bytes, row-major as in the file, part i holding rows [i * part_rows, (i + 1) *
+    // part_rows): one part, unless the tensor is larger than the device's largest allocation
+    // (maxMemoryAllocationSize: 1 GiB on SwiftShader, about 4 GiB on most GPUs).
+    std::vector<std::unique_ptr<vk::DeviceBuffer>> parts;
+    uint64_t part_rows = 0;
   };
 
  private:
@@ -163,8 +172,20 @@ class VulkanBackend final : public Backend {
   // token), for a `weight_type` weight, into act_q8_ (grown as needed) unless act_q8_ already holds them;
   // returns where the quantized tokens start.
   Result<Tensor> quantize_activations(const QuantizedActs& key, const Tensor& x);
-  Status get_rows(const graph::Node& node, DType type, const vk::DeviceBuffer& table, int64_t table_rows,
-                  size_t row_bytes, uint64_t table_offset, const Tensor& ids, int64_t n, const Tensor& out);
+  // Rows of row_bytes in device memory: a weight's parts, or one node buffer's rows from `offset`.
+  struct RowTable {
+    std::vector<const vk::DeviceBuffer*> parts;  // part i holds rows [i * part_rows, (i + 1) * part_rows)
+    uint64_t part_rows = 0;
+    uint64_t offset = 0;  // of row 0 in parts[0] (a node buffer's; 0 for a weight)
+    uint64_t rows = 0;
+    uint64_t row_bytes = 0;
+  };
+  static RowTable row_table(const Weight& w);
+  // The binding of rows [row0, row0 + n) of `t`, at most `max_rows` and never past row0's part: `n` is
+  // set to the rows bound.
+  Result<vk::Window> bind_rows(const RowTable& t, uint64_t row0, uint64_t max_rows, uint64_t* n) const;
+  Status get_rows(const graph::Node& node, DType type, const RowTable& table, const Tensor& ids, int64_t n,
+                  const Tensor& out);
 
   std::unique_ptr<vk::Device> dev_;
   std::unique_ptr<vk::PipelineCache> pipelines_;
@@ -172,6 +193,7 @@ class VulkanBackend final : public Backend {
   size_t weight_bytes_ = 0;
   std::shared_ptr<size_t> buffer_bytes_ = std::make_shared<size_t>(0);  // live alloc_buffer() bytes
   uint64_t max_binding_override_ = 0;
+  uint64_t max_allocation_override_ = 0;
   uint32_t matvec_max_tokens_ = 8;  // kMaxCols
   bool int8_matmul_ = false;
   std::unique_ptr<vk::DeviceBuffer> act_q8_;  // the int8 path's quantized activations, reused by every matmul
