@@ -1,5 +1,6 @@
 // The engine options of the Vulkan tests that load a model through the engine (offload, tapes, faults):
 // a small context, 2 threads, quiet, and the offload asked for. Tests change what they need afterwards.
+// And the engine's Vulkan backend, for the tests that look at its counters.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/vulkan/vulkan_backend.h"
 #include "engine/engine.h"
 
 namespace minfer::backend::test {
@@ -21,6 +23,14 @@ inline engine::EngineOptions vulkan_engine_options(int device, int32_t gpu_layer
   o.offload.device = device;
   o.offload.gpu_layers = gpu_layers;
   return o;
+}
+
+// The Vulkan backend `e` runs on, or nullptr.
+inline VulkanBackend* vulkan_of(engine::Engine& e) {
+  for (Backend* b : e.backends()) {
+    if (auto* vk = dynamic_cast<VulkanBackend*>(b)) return vk;
+  }
+  return nullptr;
 }
 
 }  // namespace minfer::backend::test

@@ -28,13 +28,6 @@ int32_t argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-VulkanBackend* vulkan_of(engine::Engine& e) {
-  for (Backend* b : e.backends()) {
-    if (auto* vk = dynamic_cast<VulkanBackend*>(b)) return vk;
-  }
-  return nullptr;
-}
-
 struct TapeRun {
   std::vector<std::vector<float>> logits;  // the prompt's, then each decode step's
   vk::Tapes::Stats after_prompt;

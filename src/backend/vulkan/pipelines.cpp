@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/vulkan/hazards.h"
 #include "backend/vulkan/shaders.h"
 
 namespace minfer::backend::vk {
@@ -36,6 +37,7 @@ Result<const Pipeline*> PipelineCache::get(std::string_view name, uint32_t n_bin
   auto p = std::make_unique<Pipeline>();
   p->n_bindings = n_bindings;
   p->push_bytes = push_bytes;
+  p->written_bindings = written_bindings(shader->spirv);
 
   std::vector<VkDescriptorSetLayoutBinding> binds(n_bindings);
   for (uint32_t i = 0; i < n_bindings; ++i) {
@@ -127,7 +129,8 @@ Result<Dispatch> describe_dispatch(const Device& dev, const Pipeline& p, std::sp
   return d;
 }
 
-void record_dispatch(const Device& dev, VkCommandBuffer cb, VkDescriptorSet set, const Dispatch& d) {
+void record_dispatch(const Device& dev, VkCommandBuffer cb, VkDescriptorSet set, const Dispatch& d,
+                     bool barrier) {
   const Pipeline& p = *d.pipeline;
   const Api& api = dev.api();
   VkDescriptorBufferInfo infos[Device::kMaxBindings];
@@ -143,13 +146,16 @@ void record_dispatch(const Device& dev, VkCommandBuffer cb, VkDescriptorSet set,
     writes[i].pBufferInfo = &infos[i];
   }
   api.vkUpdateDescriptorSets(dev.handle(), d.n_bindings, writes, 0, nullptr);
-  VkMemoryBarrier mb{};
-  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-  api.vkCmdPipelineBarrier(
-      cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
-      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  if (barrier) {
+    VkMemoryBarrier mb{};
+    mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    api.vkCmdPipelineBarrier(
+        cb,
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  }
   api.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   api.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (p.push_bytes)

@@ -21,6 +21,7 @@ struct Pipeline {
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   uint32_t n_bindings = 0;  // storage buffers at bindings 0..n-1 of set 0
   uint32_t push_bytes = 0;  // push constant block size
+  uint32_t written_bindings = ~0u;  // bit i: binding i may be written (from the SPIR-V; hazards.h)
 };
 
 class PipelineCache {
@@ -58,8 +59,10 @@ struct Dispatch {
 Result<Dispatch> describe_dispatch(const Device& dev, const Pipeline& p, std::span<const Window> bindings,
                                    const void* push, uint32_t gx, uint32_t gy, uint32_t gz);
 
-// Records `d` into `cb` with `set` (a descriptor set of d.pipeline's layout, written here): a barrier that
-// makes every earlier shader, transfer and host write visible, then the dispatch.
-void record_dispatch(const Device& dev, VkCommandBuffer cb, VkDescriptorSet set, const Dispatch& d);
+// Records `d` into `cb` with `set` (a descriptor set of d.pipeline's layout, written here): when `barrier`
+// (Hazards::needs_barrier), a barrier that makes every earlier shader, transfer and host write visible;
+// then the dispatch.
+void record_dispatch(const Device& dev, VkCommandBuffer cb, VkDescriptorSet set, const Dispatch& d,
+                     bool barrier);
 
 }  // namespace minfer::backend::vk

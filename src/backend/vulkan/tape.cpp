@@ -1,6 +1,8 @@
 // Recorded-once command buffers (see tape.h).
 #include "backend/vulkan/tape.h"
 
+#include "backend/vulkan/hazards.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -75,7 +77,8 @@ Result<std::unique_ptr<Tapes::Tape>> Tapes::record(const std::vector<Dispatch>& 
   ai.pSetLayouts = layouts.data();
   MINFER_RETURN_IF_ERROR(check_vk(api.vkAllocateDescriptorSets(dev_.handle(), &ai, sets.data()),
                                   "vkAllocateDescriptorSets (tape)"));
-  for (size_t i = 0; i < dispatches.size(); ++i) record_dispatch(dev_, t->cb, sets[i], dispatches[i]);
+  Hazards hazards;
+  for (size_t i = 0; i < dispatches.size(); ++i) record_one(t->cb, sets[i], dispatches[i], hazards);
   MINFER_RETURN_IF_ERROR(check_vk(api.vkEndCommandBuffer(t->cb), "vkEndCommandBuffer (tape)"));
   t->dispatches = dispatches;
   return t;
@@ -83,12 +86,20 @@ Result<std::unique_ptr<Tapes::Tape>> Tapes::record(const std::vector<Dispatch>& 
 
 Status Tapes::run_once(const std::vector<Dispatch>& dispatches) {
   MINFER_ASSIGN_OR_RETURN(VkCommandBuffer cb, dev_.command_buffer());
+  Hazards hazards;
   for (const Dispatch& d : dispatches) {
     MINFER_ASSIGN_OR_RETURN(VkDescriptorSet set, dev_.allocate_descriptor_set(d.pipeline->set_layout));
-    record_dispatch(dev_, cb, set, d);
+    record_one(cb, set, d, hazards);
   }
   ++stats_.one_time;
   return dev_.submit_and_wait();
+}
+
+void Tapes::record_one(VkCommandBuffer cb, VkDescriptorSet set, const Dispatch& d, Hazards& hazards) {
+  const bool barrier = hazards.needs_barrier(d);
+  record_dispatch(dev_, cb, set, d, barrier);
+  ++stats_.recorded_dispatches;
+  stats_.recorded_barriers += barrier ? 1 : 0;
 }
 
 Status Tapes::run(std::vector<Dispatch>& dispatches) {

@@ -24,6 +24,8 @@
 
 namespace minfer::backend::vk {
 
+class Hazards;
+
 class Tapes {
  public:
   explicit Tapes(Device& dev);
@@ -31,17 +33,21 @@ class Tapes {
   Tapes(const Tapes&) = delete;
   Tapes& operator=(const Tapes&) = delete;
 
-  // Runs `dispatches` in order (each after a barrier on every earlier write), submits and waits; the list
-  // is left empty, also on error. The second time a list of at least kMinDispatches is seen it is recorded
-  // into a tape of its own (kept, the least recently used dropped beyond kMaxTapes); every later time it
-  // replays. Other lists (the first sight of a plan, or a few dispatches between an observer's reads) are
-  // recorded into the device's one-time command buffer, as tapes would cost more than they save there.
+  // Runs `dispatches` in order (each after the earlier ones it depends on: hazards.h), submits and waits; the
+  // list is left empty, also on error. The second time a list of at least kMinDispatches is seen it is
+  // recorded into a tape of its own (kept, the least recently used dropped beyond kMaxTapes); every later
+  // time it replays. Other lists (the first sight of a plan, or a few dispatches between an observer's reads)
+  // are recorded into the device's one-time command buffer, as tapes would cost more than they save there.
   Status run(std::vector<Dispatch>& dispatches);
 
   struct Stats {
     uint64_t replayed = 0;  // submits of a tape recorded earlier
     uint64_t recorded = 0;  // tapes recorded (and submitted)
     uint64_t one_time = 0;  // lists recorded into the one-time command buffer
+    // Dispatches recorded (into tapes or the one-time command buffer), and the barriers before them: only
+    // where a dispatch depends on an earlier one of its command buffer (hazards.h).
+    uint64_t recorded_dispatches = 0;
+    uint64_t recorded_barriers = 0;
   };
   const Stats& stats() const { return stats_; }
   size_t size() const { return tapes_.size(); }
@@ -54,6 +60,8 @@ class Tapes {
  private:
   struct Tape;
   Result<std::unique_ptr<Tape>> record(const std::vector<Dispatch>& dispatches, uint64_t hash);
+  // One dispatch into `cb`, after a barrier where `hazards` asks for one.
+  void record_one(VkCommandBuffer cb, VkDescriptorSet set, const Dispatch& d, Hazards& hazards);
   Status run_list(const std::vector<Dispatch>& list);
   Status run_once(const std::vector<Dispatch>& list);
 
