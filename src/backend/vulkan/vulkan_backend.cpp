@@ -141,6 +141,12 @@ uint64_t VulkanBackend::max_binding() const {
   return max_binding_override_ ? std::min(max_binding_override_, dev_max) : dev_max;
 }
 
+uint64_t VulkanBackend::max_allocation() const {
+  const uint64_t dev_max = dev_->info().max_allocation_bytes;
+  if (dev_max == 0) return max_allocation_override_;
+  return max_allocation_override_ ? std::min(max_allocation_override_, dev_max) : dev_max;
+}
+
 uint64_t VulkanBackend::memory_free() const {
   const uint64_t held = weight_bytes_ + *buffer_bytes_;
   const uint64_t total = dev_->info().device_local_bytes;
@@ -234,33 +240,32 @@ Status VulkanBackend::register_weight(const WeightSource& w) {
   entry->row_bytes = static_cast<size_t>(*rb);
   // A tensor larger than one allocation goes in parts of whole rows (DeviceBuffer::create rounds each up
   // to 16 bytes): the shaders bind windows of rows anyway, and a window never spans two parts.
-  const uint64_t dev_max = dev_->info().max_allocation_bytes;
-  const uint64_t max_alloc = max_allocation_override_ && (dev_max == 0 || max_allocation_override_ < dev_max)
-                                 ? max_allocation_override_
-                                 : dev_max;
+  const uint64_t max_alloc = max_allocation();
   const auto rows = static_cast<uint64_t>(entry->ne1);
-  entry->part_rows = std::max<uint64_t>(rows, 1);
+  uint64_t part_rows = std::max<uint64_t>(rows, 1);
   if (max_alloc != 0 && n_bytes + 16 > max_alloc) {
-    entry->part_rows = std::min(rows, (max_alloc - 16) / entry->row_bytes);
-    if (entry->part_rows == 0) {
+    part_rows = std::min(rows, (max_alloc - 16) / entry->row_bytes);
+    if (part_rows == 0) {
       return error(StatusCode::kOutOfRange,
                    "vulkan: tensor '{}': one row ({} bytes) exceeds {}'s largest "
                    "allocation ({} bytes)",
                    w.name, entry->row_bytes, dev_->info().name, max_alloc);
     }
   }
-  const uint64_t n_parts = std::max<uint64_t>(1, (rows + entry->part_rows - 1) / entry->part_rows);
+  const uint64_t n_parts = std::max<uint64_t>(1, (rows + part_rows - 1) / part_rows);
+  entry->table = {{}, part_rows, 0, rows, entry->row_bytes};
   for (uint64_t i = 0; i < n_parts; ++i) {
-    const uint64_t part_bytes = std::min(entry->part_rows, rows - i * entry->part_rows) * entry->row_bytes;
+    const uint64_t part_bytes = std::min(part_rows, rows - i * part_rows) * entry->row_bytes;
     const std::string what = n_parts == 1
                                  ? fmt::format("tensor '{}'", w.name)
                                  : fmt::format("tensor '{}' (part {} of {})", w.name, i + 1, n_parts);
     MINFER_ASSIGN_OR_RETURN(auto part,
                             vk::DeviceBuffer::create(*dev_, part_bytes, vk::MemoryKind::kDeviceLocal, what));
     // The staging buffer's allocation or the copy's submit can fail too: name the tensor either way.
-    const auto* src = static_cast<const uint8_t*>(bytes) + i * entry->part_rows * entry->row_bytes;
+    const auto* src = static_cast<const uint8_t*>(bytes) + i * part_rows * entry->row_bytes;
     if (Status st = vk::upload(*dev_, *part, 0, src, part_bytes); !st.ok())
       return st.with_context(fmt::format("vulkan: uploading {} ({} bytes): ", what, part_bytes));
+    entry->table.parts.push_back(part.get());
     entry->parts.push_back(std::move(part));
   }
   weight_bytes_ += n_bytes;
@@ -397,9 +402,8 @@ Status VulkanBackend::matmul(const Weight& w, const Graph& graph, NodeId x_node,
       MINFER_ASSIGN_OR_RETURN(
           act, quantize_activations({&graph, x_node, fmt, k, static_cast<uint64_t>(t0), chunk}, act));
     }
-    const RowTable table = row_table(w);
     for (uint64_t row0 = 0, rows = 0; row0 < n; row0 += rows) {
-      MINFER_ASSIGN_OR_RETURN(vk::Window ww, bind_rows(table, row0, max_rows, &rows));
+      MINFER_ASSIGN_OR_RETURN(vk::Window ww, bind_rows(w.table, row0, max_rows, &rows));
       const uint64_t step = tiled ? chunk : kMaxCols;
       for (uint64_t c0 = 0; c0 < chunk; c0 += step) {
         const auto cols = static_cast<uint32_t>(std::min(step, chunk - c0));
@@ -465,15 +469,6 @@ Status VulkanBackend::set_int8_matmul(bool on) {
   }
   int8_matmul_ = on;
   return {};
-}
-
-VulkanBackend::RowTable VulkanBackend::row_table(const Weight& w) {
-  RowTable t;
-  for (const auto& part : w.parts) t.parts.push_back(part.get());
-  t.part_rows = w.part_rows;
-  t.rows = static_cast<uint64_t>(w.ne1);
-  t.row_bytes = w.row_bytes;
-  return t;
 }
 
 Result<vk::Window> VulkanBackend::bind_rows(const RowTable& t, uint64_t row0, uint64_t max_rows,
@@ -591,7 +586,7 @@ Status VulkanBackend::record(const Graph& graph, NodeId id, std::span<void* cons
             }
           }
         }
-        return get_rows(node, w->type, row_table(*w), ids, n, o);
+        return get_rows(node, w->type, w->table, ids, n, o);
       }
       const int64_t table_rows = rows_of(src_node(0).ne);
       if (ids_on_host) {

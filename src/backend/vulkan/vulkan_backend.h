@@ -116,16 +116,25 @@ class VulkanBackend final : public Backend {
   // the device's limit.
   void set_max_allocation_bytes(uint64_t bytes) { max_allocation_override_ = bytes; }
 
+  // Rows of row_bytes in device memory: a weight's parts, or one node buffer's rows from `offset`.
+  struct RowTable {
+    std::vector<const vk::DeviceBuffer*> parts;  // part i holds rows [i * part_rows, (i + 1) * part_rows)
+    uint64_t part_rows = 0;
+    uint64_t offset = 0;  // of row 0 in parts[0] (a node buffer's; 0 for a weight)
+    uint64_t rows = 0;
+    uint64_t row_bytes = 0;
+  };
+
   struct Weight {
     DType type = DType::F32;
     int64_t ne0 = 0;  // elements per row
     int64_t ne1 = 0;  // rows
     size_t row_bytes = 0;
-    // ne1 rows of row_bytes, row-major as in the file, part i holding rows [i * part_rows, (i + 1) *
-    // part_rows): one part, unless the tensor is larger than the device's largest allocation
-    // (maxMemoryAllocationSize: 1 GiB on SwiftShader, about 4 GiB on most GPUs).
+    // ne1 rows of row_bytes, row-major as in the file: one part, unless the tensor is larger than the
+    // device's largest allocation (maxMemoryAllocationSize: 1 GiB on SwiftShader, about 4 GiB on most GPUs).
     std::vector<std::unique_ptr<vk::DeviceBuffer>> parts;
-    uint64_t part_rows = 0;
+    // The same parts as matmul and get_rows bind them, made once at registration (not at every step).
+    RowTable table;
   };
 
  private:
@@ -140,6 +149,7 @@ class VulkanBackend final : public Backend {
   Status record(const graph::Graph& graph, graph::NodeId id, std::span<void* const> data,
                 const ExecContext& ctx);
   uint64_t max_binding() const;
+  uint64_t max_allocation() const;  // 0: no limit
   // The arena holding [ptr, ptr + bytes) and the offset there; nullptr when ptr is in no arena; an error
   // when the range starts in one and runs past its end.
   Result<const Arena*> find_arena(const void* ptr, size_t bytes, uint64_t* offset) const;
@@ -172,15 +182,6 @@ class VulkanBackend final : public Backend {
   // token), for a `weight_type` weight, into act_q8_ (grown as needed) unless act_q8_ already holds them;
   // returns where the quantized tokens start.
   Result<Tensor> quantize_activations(const QuantizedActs& key, const Tensor& x);
-  // Rows of row_bytes in device memory: a weight's parts, or one node buffer's rows from `offset`.
-  struct RowTable {
-    std::vector<const vk::DeviceBuffer*> parts;  // part i holds rows [i * part_rows, (i + 1) * part_rows)
-    uint64_t part_rows = 0;
-    uint64_t offset = 0;  // of row 0 in parts[0] (a node buffer's; 0 for a weight)
-    uint64_t rows = 0;
-    uint64_t row_bytes = 0;
-  };
-  static RowTable row_table(const Weight& w);
   // The binding of rows [row0, row0 + n) of `t`, at most `max_rows` and never past row0's part: `n` is
   // set to the rows bound.
   Result<vk::Window> bind_rows(const RowTable& t, uint64_t row0, uint64_t max_rows, uint64_t* n) const;
