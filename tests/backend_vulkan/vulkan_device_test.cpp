@@ -260,6 +260,21 @@ TEST(VulkanDevice, NoLoaderOrNoDeviceFallsBackToTheCpu) {
   EXPECT_NE(out.find("host CPU"), std::string::npos) << out;
 }
 
+// Validation asked for where the loader finds no layer is refused by name, never a quiet run without it:
+// VK_LAYER_PATH replaces the loader's search for explicit layers, so it finds none here.
+TEST(VulkanDevice, ValidationAskedForWithoutTheLayerIsRefusedByName) {
+  int status = -1;
+  const std::string out = run_binary(
+      "VK_LAYER_PATH=/nonexistent VK_ADD_LAYER_PATH= MINFER_VULKAN_VALIDATE=1 " MINFER_BINARY " devices 2>&1",
+      &status);
+  EXPECT_EQ(status, 0) << out;  // the CPU still runs; Vulkan is listed as unavailable with the reason
+  EXPECT_NE(out.find("unavailable: vulkan: MINFER_VULKAN_VALIDATE is set but the loader finds no "
+                     "VK_LAYER_KHRONOS_validation (Debian: vulkan-validationlayers)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("host CPU"), std::string::npos) << out;
+}
+
 TEST(VulkanDevice, DevicesCommandListsBackends) {
   FILE* p = popen(MINFER_BINARY " devices 2>&1", "r");
   ASSERT_NE(p, nullptr);

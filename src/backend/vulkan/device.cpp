@@ -234,11 +234,15 @@ Result<const Instance*> instance() {
     const bool have_layer = std::any_of(available.begin(), available.end(), [](const VkLayerProperties& l) {
       return std::strcmp(l.layerName, kValidationLayer) == 0;
     });
-    if (!have_layer || !has_extension(exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) {
-      return fail(
-          unavailable("vulkan: MINFER_VULKAN_VALIDATE is set but the loader has no {}{} (Debian: "
-                      "vulkan-validationlayers)",
-                      kValidationLayer, have_layer ? " messenger (VK_EXT_debug_utils)" : ""));
+    if (!have_layer) {
+      return fail(unavailable("vulkan: MINFER_VULKAN_VALIDATE is set but the loader finds no {} (Debian: "
+                              "vulkan-validationlayers)",
+                              kValidationLayer));
+    }
+    if (!has_extension(exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) {
+      return fail(unavailable("vulkan: MINFER_VULKAN_VALIDATE is set but the loader has no {}, which "
+                              "carries the layer's messages",
+                              VK_EXT_DEBUG_UTILS_EXTENSION_NAME));
     }
     layers.push_back(kValidationLayer);
     enabled.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
