@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <future>
 #include <unordered_set>
 
 namespace minfer::gguf {
@@ -100,7 +102,8 @@ Status Writer::add_tensor(std::string name, DType type, std::vector<int64_t> ne,
   return add(std::move(name), type, std::move(ne), std::move(p));
 }
 
-Status Writer::emit(const std::function<Status(const void*, size_t)>& sink, const Progress& progress) const {
+Status Writer::emit(const std::function<Status(const void*, size_t)>& sink, const Progress& progress,
+                    int producers_ahead) const {
   uint64_t alignment = kDefaultAlignment;
   if (const Value* a = metadata_.find(kAlignmentKey)) {
     if (a->type() != ValueType::U32 || a->as_u64() == 0 || (a->as_u64() & (a->as_u64() - 1)) != 0) {
@@ -132,13 +135,29 @@ Status Writer::emit(const std::function<Status(const void*, size_t)>& sink, cons
   header.resize(align_up(header.size(), alignment), 0);
   MINFER_RETURN_IF_ERROR(sink(header.data(), header.size()));
 
+  // Producers running ahead of the tensor being written, in tensor order. An early return leaves the rest
+  // to the futures' destructors, which wait for them.
+  std::deque<std::future<Result<std::vector<uint8_t>>>> ahead;
+  size_t next_to_start = 0;
+  const size_t window = static_cast<size_t>(std::max(producers_ahead, 1));
   static const std::vector<uint8_t> kZeros(4096, 0);
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const Pending& p = tensors_[i];
     std::vector<uint8_t> produced;
     std::span<const uint8_t> data = p.owned.empty() ? p.view : std::span<const uint8_t>(p.owned);
     if (p.producer) {
-      MINFER_ASSIGN_OR_RETURN(produced, p.producer());
+      if (window > 1) {
+        for (next_to_start = std::max(next_to_start, i);
+             next_to_start < tensors_.size() && ahead.size() < window; ++next_to_start) {
+          if (tensors_[next_to_start].producer) {
+            ahead.push_back(std::async(std::launch::async, tensors_[next_to_start].producer));
+          }
+        }
+        MINFER_ASSIGN_OR_RETURN(produced, ahead.front().get());
+        ahead.pop_front();
+      } else {
+        MINFER_ASSIGN_OR_RETURN(produced, p.producer());
+      }
       if (produced.size() != p.info.n_bytes) {
         return error(StatusCode::kInternal, "gguf writer: tensor '{}' producer gave {} bytes, expected {}", p.info.name,
                      produced.size(), p.info.n_bytes);
@@ -169,16 +188,17 @@ Result<std::vector<uint8_t>> Writer::to_bytes() const {
   return out;
 }
 
-Status Writer::write(const std::string& path, const Progress& progress) const {
+Status Writer::write(const std::string& path, const Progress& progress, int producers_ahead) const {
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) return io_error("gguf writer: cannot create {}: {}", tmp, std::strerror(errno));
   Status st = emit(
       [&](const void* p, size_t n) {
-        if (n > 0 && std::fwrite(p, 1, n, f) != n) return io_error("gguf writer: {}: write failed: {}", tmp, std::strerror(errno));
+        if (n > 0 && std::fwrite(p, 1, n, f) != n)
+          return io_error("gguf writer: {}: write failed: {}", tmp, std::strerror(errno));
         return Status();
       },
-      progress);
+      progress, producers_ahead);
   if (std::fclose(f) != 0 && st.ok()) st = io_error("gguf writer: {}: close failed: {}", tmp, std::strerror(errno));
   if (st.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
     st = io_error("gguf writer: cannot rename {} to {}: {}", tmp, path, std::strerror(errno));

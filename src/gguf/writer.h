@@ -38,7 +38,10 @@ class Writer {
   size_t n_tensors() const { return tensors_.size(); }
 
   // Writes `path` via `path.tmp` + rename, so an interrupted write never leaves a partial file behind.
-  Status write(const std::string& path, const Progress& progress = {}) const;
+  // `producers_ahead` > 1 runs that many tensors' producers at once, on their own threads, ahead of the
+  // one being written (the bytes are the same; at most that many tensors are held in memory). Only for
+  // producers that share no mutable state, such as make-model's, each drawing from its own seed.
+  Status write(const std::string& path, const Progress& progress = {}, int producers_ahead = 1) const;
   // The whole file in memory (tests, fuzz seeds).
   Result<std::vector<uint8_t>> to_bytes() const;
 
@@ -50,7 +53,8 @@ class Writer {
     Producer producer;
   };
   Status add(std::string name, DType type, std::vector<int64_t> ne, Pending pending);
-  Status emit(const std::function<Status(const void*, size_t)>& sink, const Progress& progress) const;
+  Status emit(const std::function<Status(const void*, size_t)>& sink, const Progress& progress,
+              int producers_ahead = 1) const;
 
   Metadata metadata_;
   std::vector<Pending> tensors_;

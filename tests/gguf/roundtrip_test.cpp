@@ -1,4 +1,8 @@
+#include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <memory>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -71,6 +75,52 @@ TEST(GgufWriter, RefusesBadTensors) {
   EXPECT_FALSE(w.add_tensor("x", DType::F32, {4}, std::vector<uint8_t>(16)).ok());  // duplicate
   auto missing_dir = w.write("/nonexistent-dir/x.gguf");
   EXPECT_EQ(missing_dir.code(), StatusCode::kIo);
+}
+
+// Producers run ahead of the tensor being written (make-model's parallel generation) give the bytes of
+// one at a time, whatever order they finish in, with at most `producers_ahead` running at once; a failing
+// producer's error is the write's, and no file is left behind.
+TEST(GgufWriter, ProducersRunAheadGiveTheSameBytes) {
+  std::atomic<int> running{0}, most_running{0};
+  auto make = [&](int fail_at) {
+    auto w = std::make_unique<Writer>();
+    w->metadata().set("general.architecture", Value::string("test"));
+    for (int t = 0; t < 9; ++t) {
+      const std::string name = "t" + std::to_string(t);
+      if (t % 3 == 1) {  // a borrowed tensor between producers: the window skips it
+        EXPECT_TRUE(
+            w->add_tensor(name, DType::F32, {5}, test::pattern_bytes(20, static_cast<uint8_t>(t))).ok());
+        continue;
+      }
+      EXPECT_TRUE(w->add_tensor(name, DType::F32, {3 + t}, [&, t, fail_at]() -> Result<std::vector<uint8_t>> {
+                     const int now = running.fetch_add(1) + 1;
+                     for (int m = most_running.load();
+                          now > m && !most_running.compare_exchange_weak(m, now);) {
+                     }
+                     // Earlier tensors finish last, so completion order is the reverse of writing's.
+                     std::this_thread::sleep_for(std::chrono::milliseconds(10 * (9 - t)));
+                     running.fetch_sub(1);
+                     if (t == fail_at) return error(StatusCode::kInternal, "producer {} failed", t);
+                     return test::pattern_bytes(4 * (3 + t), static_cast<uint8_t>(7 * t));
+                   }).ok());
+    }
+    return w;
+  };
+  const std::string dir = minfer::test::temp_dir();
+  ASSERT_TRUE(make(-1)->write(dir + "/one.gguf").ok());
+  EXPECT_EQ(most_running.load(), 1);
+  most_running = 0;
+  ASSERT_TRUE(make(-1)->write(dir + "/ahead.gguf", {}, 3).ok());
+  EXPECT_GE(most_running.load(), 2);  // ran at once (3 unless a thread started 60 ms late) ...
+  EXPECT_LE(most_running.load(), 3);  // ... and never more than asked
+  EXPECT_EQ(minfer::test::read_file(dir + "/ahead.gguf"), minfer::test::read_file(dir + "/one.gguf"));
+
+  const Status failed = make(6)->write(dir + "/failed.gguf", {}, 4);
+  EXPECT_EQ(failed.code(), StatusCode::kInternal);
+  EXPECT_NE(failed.message().find("producer 6 failed"), std::string::npos) << failed.message();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/failed.gguf"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/failed.gguf.tmp"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(GgufOpen, MissingFileIsNotFound) {

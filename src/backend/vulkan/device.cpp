@@ -235,14 +235,16 @@ Result<const Instance*> instance() {
       return std::strcmp(l.layerName, kValidationLayer) == 0;
     });
     if (!have_layer) {
-      return fail(unavailable("vulkan: MINFER_VULKAN_VALIDATE is set but the loader finds no {} (Debian: "
-                              "vulkan-validationlayers)",
-                              kValidationLayer));
+      return fail(
+          unavailable("vulkan: MINFER_VULKAN_VALIDATE is set but the loader finds no {} (Debian: "
+                      "vulkan-validationlayers)",
+                      kValidationLayer));
     }
     if (!has_extension(exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) {
-      return fail(unavailable("vulkan: MINFER_VULKAN_VALIDATE is set but the loader has no {}, which "
-                              "carries the layer's messages",
-                              VK_EXT_DEBUG_UTILS_EXTENSION_NAME));
+      return fail(
+          unavailable("vulkan: MINFER_VULKAN_VALIDATE is set but the loader has no {}, which "
+                      "carries the layer's messages",
+                      VK_EXT_DEBUG_UTILS_EXTENSION_NAME));
     }
     layers.push_back(kValidationLayer);
     enabled.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
