@@ -2,8 +2,10 @@
 # GPU check (issue 23, "Performance needs a real GPU"): on a machine with a Vulkan GPU, in one command of
 # at most 10 minutes, prints what is needed to fill in docs/PERFORMANCE.md's GPU section:
 #   1. the machine: vulkaninfo --summary and nvidia-smi (when present), `minfer devices`;
-#   2. a release build of minfer and the logits parity test (skipped with --no-build when already built);
-#   3. parity at full offload: the logits parity test (llama.cpp's references) on two fixture models with
+#   2. a release build of minfer, the logits parity test and the Vulkan op tests (skipped with --no-build
+#      when already built);
+#   3. the Vulkan op tests (test_backend_vulkan: every shader against the CPU) on the device, then parity
+#      at full offload: the logits parity test (llama.cpp's references) on two fixture models with
 #      MINFER_BACKENDS=vulkan MINFER_GPU_LAYERS=all;
 #   4. the device's copy bandwidth (`minfer devices --bandwidth`);
 #   5. `minfer bench` pp512 / tg128 at --gpu-layers all on a Qwen2.5-0.5B- and a Qwen2.5-7B-shaped Q4_K_M
@@ -15,12 +17,19 @@
 # non-zero when any step failed. Past MINFER_GPU_CHECK_BUDGET_S (500 s) no further model is made or
 # benchmarked; made models are kept in --models, so a second run (with --no-build) finishes the rest.
 #
-# Usage: scripts/gpu_check.sh [--gpu N] [--no-build] [--models DIR] [--small] [--out FILE]
+# Usage: scripts/gpu_check.sh [--gpu N] [--no-build] [--bundle FILE] [--models DIR] [--logs DIR] [--small] [--out FILE]
 #   --gpu N      the Vulkan device (`minfer devices`); default: the registry's choice (a GPU before lavapipe)
 #   --small      correctness run on a CPU-type device (lavapipe): a generated tiny-qwen2 (F16) and the
 #                fixtures' qwen2-mini Q4_K_M instead of 0.5B / 7B, pp64 / tg16, one repetition, 16 MiB copies. Its figures are NOT performance (they measure
 #                the host CPU running Vulkan); docs/PERFORMANCE.md says so.
-#   --out FILE   also write the Markdown block there (default: build/gpu_check.md)
+#   --out FILE   also write the Markdown block there (default: LOGS/gpu_check.md)
+#   --logs DIR   where the logs, the bench CSVs and the block go (default: build)
+#   --bundle FILE  run what scripts/gpu_bundle.sh packed (binaries, their libraries, Debian's Vulkan
+#                loader, the fixtures) instead of a build: for a machine with no compiler, glslc or package
+#                mirror, such as the session's lent device machine. Implies --no-build. Where the machine
+#                has no Vulkan loader, the bundle's Debian packages are unpacked into / (as root), and
+#                NVIDIA's ICD under /usr/local/nvidia is named when the loader's own folders lack one.
+#                The device tool's call: docs/BACKENDS.md, "Running the GPU check on a lent machine".
 # Needs: a Vulkan loader and device, glslc + libvulkan-dev to build (scripts/setup.sh), ../shared/fixtures.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +38,9 @@ gpu=""
 build=1
 small=0
 models="models/bench"
-out="build/gpu_check.md"
+out=""
+logs="build"
+bundle=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --gpu) gpu="$2"; shift 2 ;;
@@ -37,6 +48,8 @@ while [ $# -gt 0 ]; do
     --small) small=1; shift ;;
     --models) models="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --logs) logs="$2"; shift 2 ;;
+    --bundle) bundle="$2"; build=0; shift 2 ;;
     *) echo "gpu_check: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -44,6 +57,51 @@ done
 fixtures="${MINFER_FIXTURES_DIR:-../shared/fixtures}"
 MINFER=build/release/src/cli/minfer
 PARITY=build/release/tests/parity/test_parity
+OPTESTS=build/release/tests/backend_vulkan/test_backend_vulkan
+mkdir -p "$logs"
+out="${out:-$logs/gpu_check.md}"
+
+if [ -n "$bundle" ]; then
+  # The bundle is unpacked beside the machine's temporary files; python3's tarfile stands in for a
+  # missing xz.
+  b="${TMPDIR:-/tmp}/minfer-gpu-bundle"
+  rm -rf "$b" && mkdir -p "$b"
+  tar -xJf "$bundle" -C "$b" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bundle" "$b" ||
+    { echo "gpu_check: cannot unpack $bundle" >&2; exit 1; }
+  MINFER="$b/bin/minfer"
+  PARITY="$b/bin/test_parity"
+  OPTESTS="$b/bin/test_backend_vulkan"
+  fixtures="$b/fixtures"
+  export LD_LIBRARY_PATH="$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # This machine's libstdc++ where it is new enough (a GPU driver loaded into minfer may need it),
+  # else the bundle's.
+  need=$(grep -ao 'GLIBCXX_3\.4\.[0-9]*' "$MINFER" | sort -uV | tail -1)
+  sys_cxx=$(ldconfig -p | awk '/libstdc\+\+\.so\.6 .*x86-64/{print $NF; exit}')
+  if [ -z "$sys_cxx" ] || ! grep -qa "$need" "$sys_cxx"; then
+    echo "gpu_check: this machine's libstdc++ (${sys_cxx:-none}) lacks $need: using the bundle's"
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$b/lib-cxx"
+  fi
+  # NVIDIA's Vulkan driver (libGLX_nvidia) needs glvnd's libGLdispatch: the device tool's recipe.
+  if ! ldconfig -p | grep -q 'libGLdispatch\.so\.0'; then
+    if [ "$(id -u)" = 0 ]; then
+      echo "gpu_check: no glvnd / Vulkan loader here: unpacking the bundle's Debian packages into /"
+      for f in "$b"/debs/*.deb; do dpkg -x "$f" /; done
+      ldconfig
+    else
+      echo "gpu_check: no libGLdispatch.so.0 here and not root: NVIDIA's driver may not load" >&2
+    fi
+  fi
+  nvidia_icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  if [ -z "${VK_DRIVER_FILES:-}${VK_ICD_FILENAMES:-}" ] && [ -f "$nvidia_icd" ] &&
+    ! ls /etc/vulkan/icd.d/nvidia* /usr/share/vulkan/icd.d/nvidia* >/dev/null 2>&1; then
+    echo "gpu_check: naming NVIDIA's ICD, $nvidia_icd"
+    export VK_DRIVER_FILES="$nvidia_icd" VK_ICD_FILENAMES="$nvidia_icd"
+  fi
+  echo "bundle: $(cat "$b/VERSION")"
+  # What the binaries load from outside the bundle: glibc and libstdc++ only, or a named missing one.
+  ldd "$MINFER" "$PARITY" | awk -v b="$b" '/=>/ && index($3, b) != 1 {print "  from this machine:", $1, $3}' | sort -u
+fi
 failed=()
 t_start=$(date +%s)
 
@@ -72,6 +130,7 @@ else
   pp=512; tg=128; reps=3; bw_mib=1024
   bench_models=("0.5b:qwen2.5-0.5b:q4_K_M" "7b:qwen2.5-7b:q4_K_M")
   parity_filter='*qwen2_mini_q4_k_m_*:*qwen3_mini_q4_k_m_*'
+  [ -n "$bundle" ] && parity_filter='*qwen2_mini_q4_k_m_*'  # the one fixture model a bundle holds
 fi
 gpu_flag=()
 [ -n "$gpu" ] && gpu_flag=(--gpu "$gpu")
@@ -80,7 +139,7 @@ section "machine"
 date -u
 uname -srm
 grep -m1 'model name' /proc/cpuinfo || true
-git log -1 --format='minfer %h %s' 2>/dev/null || true
+[ -n "$bundle" ] || git log -1 --format='minfer %h %s' 2>/dev/null || true
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.memory --format=csv || true
 fi
@@ -94,8 +153,8 @@ mkdir -p build
 if [ "$build" = 1 ]; then
   section "build (release: minfer, test_parity)"
   run 420 build bash -c 'source scripts/use_ccache.sh 2>/dev/null; cmake --preset release >/dev/null &&
-    cmake --build --preset release --target minfer test_parity' >build/gpu_check_build.log 2>&1
-  tail -3 build/gpu_check_build.log
+    cmake --build --preset release --target minfer test_parity test_backend_vulkan' >"$logs/gpu_check_build.log" 2>&1
+  tail -3 "$logs/gpu_check_build.log"
 fi
 if [ ! -x "$MINFER" ]; then
   echo "gpu_check: $MINFER is missing (build failed, or --no-build without a build)" >&2
@@ -106,10 +165,33 @@ section "minfer devices"
 run 60 devices "$MINFER" devices
 
 section "copy bandwidth (${bw_mib} MiB per copy)"
-run 120 bandwidth "$MINFER" devices --bandwidth --bandwidth-mib "$bw_mib" "${gpu_flag[@]}" >build/gpu_check_bandwidth.log 2>&1
-bw_line=$(grep -m1 '^bandwidth:' build/gpu_check_bandwidth.log)
-echo "${bw_line:-bandwidth: not measured ($(tail -1 build/gpu_check_bandwidth.log))}"
+run 120 bandwidth "$MINFER" devices --bandwidth --bandwidth-mib "$bw_mib" "${gpu_flag[@]}" >"$logs/gpu_check_bandwidth.log" 2>&1
+bw_line=$(grep -m1 '^bandwidth:' "$logs/gpu_check_bandwidth.log")
+echo "${bw_line:-bandwidth: not measured ($(tail -1 "$logs/gpu_check_bandwidth.log"))}"
 d2d_gbs=$(sed -n 's/.*device->device \([0-9.]*\) GB\/s.*/\1/p' <<<"$bw_line")
+
+section "Vulkan op tests on the device (test_backend_vulkan)"
+optests="not run"
+if [ -x "$OPTESTS" ]; then
+  opfilter='*'
+  if [ -n "$bundle" ]; then
+    # Five cases run the build tree's minfer or read its docs: a bundle has neither at those paths.
+    opfilter='-VulkanDevice.NoLoaderOrNoDeviceFallsBackToTheCpu:VulkanDevice.ValidationAskedForWithoutTheLayerIsRefusedByName'
+    opfilter+=':VulkanDevice.DevicesCommandListsBackends:VulkanDevice.DevicesBandwidthMeasuresEachUsableDevice'
+    opfilter+=':VulkanDevice.OpCoverageTableMatchesSupportsOp'
+  fi
+  if run 150 optests env MINFER_VULKAN_REQUIRED=1 ${gpu:+MINFER_VULKAN_DEVICE=$gpu} "$OPTESTS" \
+    --gtest_filter="$opfilter" --gtest_brief=1 >"$logs/gpu_check_optests.log" 2>&1; then
+    optests="pass"
+  else
+    optests="FAIL"
+  fi
+  grep -E 'FAILED|PASSED|Failure' "$logs/gpu_check_optests.log" | head -30
+  echo "op tests: $optests ($(grep -m1 -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$logs/gpu_check_optests.log"); log: $logs/gpu_check_optests.log)"
+else
+  echo "gpu_check: $OPTESTS is missing" >&2
+  failed+=("op tests (no test binary)")
+fi
 
 section "parity at full offload (MINFER_BACKENDS=vulkan MINFER_GPU_LAYERS=all, filter $parity_filter)"
 parity="not run"
@@ -121,13 +203,13 @@ elif [ ! -d "$fixtures/models/refs" ]; then
   failed+=("parity (no fixtures)")
 else
   if run 180 parity env MINFER_FIXTURES_DIR="$fixtures" MINFER_BACKENDS=vulkan MINFER_GPU_LAYERS=all \
-    MINFER_PARITY_REPORT=1 "$PARITY" --gtest_filter="$parity_filter" --gtest_brief=1 >build/gpu_check_parity.log 2>&1; then
+    MINFER_PARITY_REPORT=1 "$PARITY" --gtest_filter="$parity_filter" --gtest_brief=1 >"$logs/gpu_check_parity.log" 2>&1; then
     parity="pass"
   else
     parity="FAIL"
   fi
-  grep -E '^parity |placement|FAILED|PASSED|Failure' build/gpu_check_parity.log | head -40
-  echo "parity: $parity ($(grep -c '^parity ' build/gpu_check_parity.log) prompt(s); log: build/gpu_check_parity.log)"
+  grep -E '^parity |placement|FAILED|PASSED|Failure' "$logs/gpu_check_parity.log" | head -40
+  echo "parity: $parity ($(grep -c '^parity ' "$logs/gpu_check_parity.log") prompt(s); log: $logs/gpu_check_parity.log)"
 fi
 
 # model_file PRESET TYPE: where the bench model lives ("fixture" TYPE: the fixture model of that name).
@@ -136,7 +218,7 @@ model_file() {
 }
 
 section "bench models ($models)"
-mkdir -p "$models" build
+mkdir -p "$models"
 for spec in "${bench_models[@]}"; do
   IFS=: read -r tag preset type <<<"$spec"
   vocab="$fixtures/tokenizer/qwen2-vocab.gguf"
@@ -165,11 +247,11 @@ for spec in "${bench_models[@]}"; do
     continue
   fi
   run 240 "bench $tag" "$MINFER" bench "$file" -p "$pp" -n "$tg" -r "$reps" -o csv --backend vulkan \
-    "${gpu_flag[@]}" --gpu-layers all >"build/gpu_check_bench_$tag.csv" 2>"build/gpu_check_bench_$tag.err"
-  csv=$(cat "build/gpu_check_bench_$tag.csv")
+    "${gpu_flag[@]}" --gpu-layers all >"$logs/gpu_check_bench_$tag.csv" 2>"$logs/gpu_check_bench_$tag.err"
+  csv=$(cat "$logs/gpu_check_bench_$tag.csv")
   echo "$csv"
-  grep -v placement "build/gpu_check_bench_$tag.err" | tail -3
-  grep -m1 'placement' build/gpu_check_bench_$tag.err || true
+  grep -v placement "$logs/gpu_check_bench_$tag.err" | tail -3
+  grep -m1 'placement' "$logs/gpu_check_bench_$tag.err" || true
   # model_type,model_size,model_n_params,backend,isa,n_threads,type_k,n_prompt,n_gen,n_depth,avg_ts,stddev_ts;
   # the backend field holds a comma when a device runs ("Vulkan,CPU"), so fields are counted from the end.
   pp_ts[$tag]=$(awk -F, -v p="$pp" 'NR>1 && $(NF-4)==p && $(NF-3)==0 {print $(NF-1)}' <<<"$csv")
@@ -186,6 +268,7 @@ device_name=$(sed -n 's/^bandwidth: Vulkan [0-9]* (\(.*\)): host.*/\1/p' <<<"$bw
   echo
   echo "| check | result |"
   echo "| --- | --- |"
+  echo "| Vulkan op tests (test_backend_vulkan) on the device | $optests |"
   echo "| parity at full offload ($parity_filter) | $parity |"
   echo "| copy bandwidth | ${bw_line#bandwidth: } |"
   for spec in "${bench_models[@]}"; do
