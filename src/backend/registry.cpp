@@ -164,6 +164,22 @@ Result<CopyBandwidth> measure_copy_bandwidth(int device, size_t bytes, int reps)
 #endif
 }
 
+int preferred_device(const std::vector<DeviceListing>& devices) {
+  auto rank = [](const DeviceListing& d) {
+    if (!d.usable) return 0;
+    if (!d.used_by_default) return 1;  // CPU-type: only when nothing else is usable
+    return d.type == "discrete" ? 3 : 2;
+  };
+  const DeviceListing* best = nullptr;
+  for (const DeviceListing& d : devices) {
+    if (rank(d) == 0) continue;
+    if (best == nullptr || rank(d) > rank(*best) ||
+        (rank(d) == rank(*best) && d.memory_bytes > best->memory_bytes))
+      best = &d;
+  }
+  return best != nullptr ? best->index : -1;
+}
+
 Result<std::unique_ptr<Backend>> create_backend(std::string_view name, int device) {
   const std::string key = lower(name);
   if (key == "cpu") {
@@ -176,17 +192,7 @@ Result<std::unique_ptr<Backend>> create_backend(std::string_view name, int devic
   if (!vk_listing.available)
     return unavailable("backend '{}' cannot be used on this machine: {}", name, vk_listing.reason);
 #ifdef MINFER_HAS_VULKAN
-  if (device < 0) {  // named backend, no index: a default-use device first, else any usable one (lavapipe)
-    for (const DeviceListing& d : vk_listing.devices) {
-      if (d.used_by_default) {
-        device = d.index;
-        break;
-      }
-    }
-    for (const DeviceListing& d : vk_listing.devices) {
-      if (device < 0 && d.usable) device = d.index;
-    }
-  }
+  if (device < 0) device = preferred_device(vk_listing.devices);
   auto made = VulkanBackend::create(device);
   if (!made.ok()) return made.status();
   if (const char* f = std::getenv("MINFER_TEST_VULKAN_FAULT"); f != nullptr && *f != '\0') {

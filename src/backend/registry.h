@@ -69,10 +69,14 @@ std::vector<BackendListing> list_backends();
 // `reps`. kUnsupported in a build without Vulkan; the device's own error otherwise.
 Result<CopyBandwidth> measure_copy_bandwidth(int device, size_t bytes, int reps);
 
-// The backend `name` (case-insensitive: "cpu", "vulkan") on device `device` (-1: its first usable device,
-// preferring one used by default). Three distinct refusals, each naming what was refused: an unknown
-// name (kInvalidArgument), a backend this build does not contain (kUnsupported), and one this machine
-// cannot use, with the reason (kUnavailable).
+// The device a backend named without an index runs on: a discrete GPU before an integrated one, then the
+// one with more memory, then the loader's order; a usable CPU-type device (lavapipe) only when there is no
+// GPU. -1 when none is usable.
+int preferred_device(const std::vector<DeviceListing>& devices);
+
+// The backend `name` (case-insensitive: "cpu", "vulkan") on device `device` (-1: preferred_device()). Three
+// distinct refusals, each naming what was refused: an unknown name (kInvalidArgument), a backend this build
+// does not contain (kUnsupported), and one this machine cannot use, with the reason (kUnavailable).
 Result<std::unique_ptr<Backend>> create_backend(std::string_view name, int device = -1);
 
 }  // namespace minfer::backend

@@ -33,6 +33,22 @@ TEST(VulkanDevice, ProbesTheDeviceUnderTest) {
   }
 }
 
+// Limits the shaders rely on beyond Vulkan's guaranteed minimums refuse the device by name; the ones
+// every conformant device has are read, not assumed.
+TEST(VulkanDevice, LimitsBelowWhatTheShadersUseAreNamed) {
+  MINFER_VK_OR_SKIP(vk);
+  const vk::DeviceInfo& real = vk->device_info();
+  EXPECT_GE(real.max_workgroup_size_x, 128u);
+  EXPECT_GE(real.max_storage_buffers_per_stage, 4u);
+  EXPECT_EQ(real.unusable_reason(), "");
+  vk::DeviceInfo few_buffers = real;
+  few_buffers.max_storage_buffers_per_stage = 4;
+  EXPECT_EQ(few_buffers.unusable_reason(), "4 storage buffers per shader stage; attention binds 6");
+  vk::DeviceInfo narrow = real;
+  narrow.max_workgroup_size_x = 32;
+  EXPECT_EQ(narrow.unusable_reason(), "compute limits below what the shaders use");
+}
+
 // The `vulkan` tier's own check (MINFER_VULKAN_VALIDATE=1): two copies into the same bytes with no barrier
 // between are reported as a hazard, so a barrier missing from minfer's recordings would be too.
 TEST(VulkanValidation, AMissingBarrierIsReportedWhenValidationIsOn) {
@@ -85,6 +101,75 @@ TEST(VulkanDevice, RegistryListsVulkanAndRefusesDistinctly) {
   EXPECT_EQ((*vk)->name(), "Vulkan");
   auto missing = create_backend("vulkan", 1000);
   EXPECT_FALSE(missing.ok());
+}
+
+// Without an index a discrete GPU is taken before an integrated one, more memory before less, and a
+// CPU-type device (lavapipe) only when nothing else is usable, whatever the loader's order.
+TEST(VulkanDevice, PreferredDeviceRanksGpusByTypeThenMemory) {
+  auto dev = [](int index, const char* type, uint64_t gib, bool usable = true) {
+    DeviceListing d;
+    d.index = index;
+    d.type = type;
+    d.memory_bytes = gib << 30;
+    d.usable = usable;
+    d.used_by_default = usable && std::string(type) != "cpu";
+    return d;
+  };
+  EXPECT_EQ(preferred_device({}), -1);
+  EXPECT_EQ(preferred_device({dev(0, "cpu", 8, false)}), -1);
+  EXPECT_EQ(preferred_device({dev(0, "cpu", 64), dev(1, "integrated", 16), dev(2, "discrete", 8)}), 2);
+  EXPECT_EQ(preferred_device({dev(0, "discrete", 24, false), dev(1, "integrated", 16), dev(2, "cpu", 64)}),
+            1);
+  EXPECT_EQ(preferred_device({dev(0, "discrete", 24), dev(1, "discrete", 80), dev(2, "discrete", 80)}), 1);
+  EXPECT_EQ(preferred_device({dev(0, "cpu", 8), dev(1, "cpu", 16)}), 1);
+}
+
+// Auto offload's free memory: the driver's budget less its usage where VK_EXT_memory_budget reports them
+// (other processes count), else the heap less what minfer holds; on a device whose heap is system memory,
+// never more than the host has available.
+TEST(VulkanDevice, FreeMemoryUsesTheBudgetAndTheHostsMemory) {
+  const uint64_t gib = uint64_t{1} << 30;
+  vk::MemoryState m;
+  m.heap_bytes = 80 * gib;
+  m.held = 30 * gib;
+  EXPECT_EQ(vk::free_memory(m), 50 * gib);
+  m.held = 90 * gib;
+  EXPECT_EQ(vk::free_memory(m), 0u);
+  m.has_budget = true;  // another process holds 20 GiB: the budget says so, `held` no longer matters
+  m.budget = 78 * gib;
+  m.usage = 50 * gib;
+  EXPECT_EQ(vk::free_memory(m), 28 * gib);
+  m.usage = 79 * gib;
+  EXPECT_EQ(vk::free_memory(m), 0u);
+  vk::MemoryState igpu;  // an integrated GPU reporting 32 GiB of heap on a host with 6 GiB available
+  igpu.heap_bytes = 32 * gib;
+  igpu.shares_host_memory = true;
+  igpu.host_available = 6 * gib;
+  EXPECT_EQ(vk::free_memory(igpu), 6 * gib);
+  igpu.host_available = 0;  // unknown: not capped
+  EXPECT_EQ(vk::free_memory(igpu), 32 * gib);
+  MINFER_VK_OR_SKIP(vk);  // and the real device's answer is within its heap
+  EXPECT_LE(vk->memory_free(), vk->device_info().device_local_bytes);
+}
+
+// The per-step copies (inputs up, logits down) reuse one staging buffer: after the first, no allocation.
+TEST(VulkanDevice, StepCopiesReuseOneStagingBuffer) {
+  MINFER_VK_OR_SKIP(vk);
+  const size_t n = 151936;  // a Qwen vocabulary's logits
+  auto arena = vk->alloc_buffer(n * 4);
+  ASSERT_TRUE(arena.ok()) << arena.status().message();
+  void* base = (*arena)->base();
+  std::vector<float> in = random_floats(n, 5), out(n);
+  ASSERT_TRUE(vk->upload(base, in.data(), n * 4).ok());
+  ASSERT_TRUE(vk->download(out.data(), base, n * 4).ok());
+  const uint64_t before = vk->device().allocations();
+  for (int step = 0; step < 3; ++step) {
+    in = random_floats(n, 6 + static_cast<uint64_t>(step));
+    ASSERT_TRUE(vk->upload(base, in.data(), n * 4).ok());
+    ASSERT_TRUE(vk->download(out.data(), base, n * 4).ok());
+    ASSERT_EQ(std::memcmp(in.data(), out.data(), n * 4), 0) << "step " << step;
+  }
+  EXPECT_EQ(vk->device().allocations(), before);
 }
 
 // More bytes than the staging chunk (64 MiB) and than lavapipe's maxStorageBufferRange (128 MiB): the
@@ -201,12 +286,15 @@ TEST(VulkanDevice, InjectedFaultsAreNamedErrors) {
 }
 
 // A submit that outlives the fence wait (here a wait of 0 ms, right after submitting a matmul of a 16 MiB
-// weight over 32 tokens: a few hundred ms on lavapipe) marks the device lost with the timeout named, and
-// every later call fails fast. The timed-out work is still running: tearing down must wait for it (bounded)
-// rather than free the buffers under it (the validation tier reports a buffer destroyed while in use).
+// weight over 32 tokens: a few hundred ms on lavapipe; on a GPU 256 MiB over 512 tokens, 34 GFLOP, still
+// milliseconds where the small one could finish within the submit's own latency) marks the device lost with
+// the timeout named, and every later call fails fast. The timed-out work is still running: tearing down
+// must wait for it (bounded) rather than free the buffers under it (the validation tier reports a buffer
+// destroyed while in use).
 TEST(VulkanDevice, ASubmitPastTheTimeoutIsANamedErrorAndTeardownWaitsForTheWork) {
   MINFER_VK_OR_SKIP(vk);
-  const int64_t k = 2048, n = 2048, m = 32;
+  const bool gpu = vk->device_info().type != vk::DeviceType::kCpu;
+  const int64_t k = gpu ? 8192 : 2048, n = k, m = gpu ? 512 : 32;
   OpCase c;
   std::vector<float> w(static_cast<size_t>(k * n), 0.5f);
   const auto wid = c.add_weight("w", DType::F32, {k, n, 1, 1}, w.data(), w.size() * 4);

@@ -196,11 +196,11 @@ int32_t argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-// A step fault that leaves the device usable (a failed submit, out of memory): that step's decode is an
-// error naming where it struck, the retry of the same token gives exactly the fault-free logits (the
-// failed step's cells were released; the same recorded work on the same device is deterministic), and
-// generation goes on.
-void expect_recoverable_step_fault(vk::Fault fault, const std::vector<std::string>& parts) {
+// A step fault that leaves the device usable (a failed submit, out of memory), injected before step
+// `fault_step` (0: the prompt, 1: the first decode): that step's decode is an error naming where it struck,
+// the retry of the same batch gives exactly the fault-free logits (the failed step's cells were released;
+// the same recorded work on the same device is deterministic), and generation goes on.
+void expect_recoverable_step_fault(vk::Fault fault, int fault_step, const std::vector<std::string>& parts) {
   MINFER_VK_DEVICE_OR_SKIP(device);
   std::vector<std::vector<float>> clean;  // fault-free logits: the prompt, then 2 decode steps
   {
@@ -219,35 +219,36 @@ void expect_recoverable_step_fault(vk::Fault fault, const std::vector<std::strin
   auto e = engine::Engine::load(tiny_path(), offload_all(device));
   ASSERT_TRUE(e.ok()) << e.status().message();
   ASSERT_NE(capture.backend, nullptr);
-  auto first = (*e)->decode(prompt_batch());
-  ASSERT_TRUE(first.ok()) << first.status().message();
-  ASSERT_EQ(*first, clean[0]);
-  engine::Batch b;
-  b.add(argmax(*first), 7, 0, true);
-  const int32_t used = (*e)->kv().used_cells();
-  capture.backend->device().inject_fault(fault);
-  auto failed = (*e)->decode(b);
-  ASSERT_FALSE(failed.ok()) << "a faulted step returned logits";
-  for (const std::string& part : parts) EXPECT_TRUE(has(failed.status().message(), part)) << failed.status().message();
-  EXPECT_EQ((*e)->kv().used_cells(), used) << "the failed step's cells are released";
-  auto retry = (*e)->decode(b);
-  ASSERT_TRUE(retry.ok()) << retry.status().message();
-  EXPECT_EQ(*retry, clean[1]);
-  b.clear();
-  b.add(argmax(*retry), 8, 0, true);
-  auto next = (*e)->decode(b);
-  ASSERT_TRUE(next.ok()) << next.status().message();
-  EXPECT_EQ(*next, clean[2]);
+  engine::Batch b = prompt_batch();
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    if (step == fault_step) {
+      const int32_t used = (*e)->kv().used_cells();
+      capture.backend->device().inject_fault(fault);
+      auto failed = (*e)->decode(b);
+      ASSERT_FALSE(failed.ok()) << "a faulted step returned logits";
+      for (const std::string& part : parts)
+        EXPECT_TRUE(has(failed.status().message(), part)) << failed.status().message();
+      EXPECT_EQ((*e)->kv().used_cells(), used) << "the failed step's cells are released";
+    }
+    auto logits = (*e)->decode(b);
+    ASSERT_TRUE(logits.ok()) << logits.status().message();
+    EXPECT_EQ(*logits, clean[static_cast<size_t>(step)]);
+    b.clear();
+    b.add(argmax(*logits), 7 + step, 0, true);
+  }
 }
 
 TEST(VulkanFaults, AFailedSubmitMidGenerationNamesTheSplitAndTheRetryGivesTheFaultFreeLogits) {
-  expect_recoverable_step_fault(vk::Fault::kSubmitFailed, {"Vulkan: split ", " (nodes ", "vkQueueSubmit"});
+  expect_recoverable_step_fault(vk::Fault::kSubmitFailed, 1, {"Vulkan: split ", " (nodes ", "vkQueueSubmit"});
 }
 
 TEST(VulkanFaults, OutOfDeviceMemoryDuringAStepFailsOnlyThatStep) {
-  // A step allocates only its read-back buffer (weights and arenas were allocated at load).
-  expect_recoverable_step_fault(vk::Fault::kOutOfDeviceMemory,
-                                {"VK_ERROR_OUT_OF_DEVICE_MEMORY", "reading output node", "read-back buffer"});
+  // Weights are allocated at load; a step allocates only where a buffer must grow: the first step of a plan
+  // its activations, the first read-back the staging buffer every later one reuses. A decode step of a
+  // plan already run allocates nothing, so the fault strikes the prompt step.
+  expect_recoverable_step_fault(vk::Fault::kOutOfDeviceMemory, 0,
+                                {"VK_ERROR_OUT_OF_DEVICE_MEMORY", "activations of the 7-token plan"});
 }
 
 TEST(VulkanFaults, ALostDeviceFailsThatStepAndEveryLaterOneFastWithANamedError) {
@@ -300,7 +301,9 @@ TEST(VulkanFaults, ServerAnswersAFaultedStepWith500AndServesTheNextRequest) {
   for (vk::Fault fault : {vk::Fault::kSubmitFailed, vk::Fault::kOutOfDeviceMemory}) {
     SCOPED_TRACE(static_cast<int>(fault));
     DeviceCapture capture;
-    std::atomic<int64_t> arm_at{2};  // the second decode step of the first request; -1: disarmed
+    // Steps count from 0: the second decode step of the first request; out of memory, its prompt step
+    // (steps allocate only where a buffer must grow, and later ones reuse what it allocated). -1: disarmed.
+    std::atomic<int64_t> arm_at{fault == vk::Fault::kOutOfDeviceMemory ? 0 : 2};
     server::test::TestServer server(server_options(device, [&](int64_t step) {
       int64_t want = step;
       if (arm_at.compare_exchange_strong(want, -1)) capture.backend->device().inject_fault(fault);

@@ -44,8 +44,8 @@ std::vector<float> random_floats(size_t n, uint64_t seed, float scale) {
   return v;
 }
 
-std::vector<uint8_t> make_weight(DType type, int64_t k, int64_t n, uint64_t seed) {
-  const std::vector<float> f = random_floats(static_cast<size_t>(k * n), seed, 0.5f);
+std::vector<uint8_t> make_weight(DType type, int64_t k, int64_t n, uint64_t seed, float scale) {
+  const std::vector<float> f = random_floats(static_cast<size_t>(k * n), seed, scale);
   const size_t rb = *row_bytes(type, k);
   std::vector<uint8_t> out(rb * static_cast<size_t>(n));
   if (type == DType::F32) {

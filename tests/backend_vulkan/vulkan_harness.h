@@ -70,7 +70,7 @@ struct OpCase {
 // n normally distributed floats (times `scale`) from `seed`.
 std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f);
 // A weight of n rows of k elements in `type`, quantized (or rounded) from random values.
-std::vector<uint8_t> make_weight(DType type, int64_t k, int64_t n, uint64_t seed);
+std::vector<uint8_t> make_weight(DType type, int64_t k, int64_t n, uint64_t seed, float scale = 0.5f);
 // An f32 op node with sources `src` and shape `ne`, named after its op.
 graph::Node op_node(graph::OpKind op, std::vector<graph::NodeId> src, graph::Shape ne);
 

@@ -27,6 +27,7 @@ namespace minfer::backend::vk {
   X(vkGetPhysicalDeviceProperties2)           \
   X(vkGetPhysicalDeviceFeatures2)             \
   X(vkGetPhysicalDeviceMemoryProperties)      \
+  X(vkGetPhysicalDeviceMemoryProperties2)     \
   X(vkGetPhysicalDeviceQueueFamilyProperties) \
   X(vkEnumerateDeviceExtensionProperties)     \
   X(vkCreateDevice)                           \

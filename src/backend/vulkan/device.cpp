@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -29,12 +30,19 @@ bool validation_on = false;
 
 // Every message of the validation layer is a defect in minfer's use of Vulkan: logged as an error with the
 // layer's text (which names the rule, the call and the objects) and counted for the tests.
+// Only the layer's findings (VALIDATION type) are counted: a GENERAL message is the loader's or the
+// layer's own news (an ICD manifest it could not load, say), true of the machine, not of minfer's calls.
 VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT,
-                                                     VkDebugUtilsMessageTypeFlagsEXT,
+                                                     VkDebugUtilsMessageTypeFlagsEXT type,
                                                      const VkDebugUtilsMessengerCallbackDataEXT* data,
                                                      void*) {
-  validation_count.fetch_add(1);
-  MINFER_LOG_ERROR("vulkan validation: {}", data->pMessage != nullptr ? data->pMessage : "(no message)");
+  const char* text = data->pMessage != nullptr ? data->pMessage : "(no message)";
+  if ((type & VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT) != 0) {
+    validation_count.fetch_add(1);
+    MINFER_LOG_ERROR("vulkan validation: {}", text);
+  } else {
+    MINFER_LOG_WARN("vulkan (loader or layer): {}", text);
+  }
   return VK_FALSE;  // the call goes on, as it would without the layer
 }
 
@@ -111,6 +119,8 @@ DeviceInfo probe(const Api& api, VkPhysicalDevice pd, int index) {
   info.max_push_constants_bytes = lim.maxPushConstantsSize;
   info.max_shared_memory_bytes = lim.maxComputeSharedMemorySize;
   info.max_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
+  info.max_workgroup_size_x = lim.maxComputeWorkGroupSize[0];
+  info.max_storage_buffers_per_stage = lim.maxPerStageDescriptorStorageBuffers;
   for (int i = 0; i < 3; ++i) info.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
 
   VkPhysicalDeviceFeatures2 features{};
@@ -144,12 +154,19 @@ DeviceInfo probe(const Api& api, VkPhysicalDevice pd, int index) {
   info.integer_dot_fast = info.integer_dot && dot.integerDotProduct4x8BitPackedSignedAccelerated;
   info.cooperative_matrix = has_extension(exts, "VK_KHR_cooperative_matrix");
 
+  // The heap of the first DEVICE_LOCAL memory type, the one Device::memory_type() gives device-local
+  // buffers; not the sum of DEVICE_LOCAL heaps, which counts a discrete GPU's 256 MiB host-mapped window
+  // twice.
   VkPhysicalDeviceMemoryProperties mem{};
   api.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
-  for (uint32_t h = 0; h < mem.memoryHeapCount; ++h) {
-    if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
-      info.device_local_bytes += mem.memoryHeaps[h].size;
+  for (uint32_t t = 0; t < mem.memoryTypeCount; ++t) {
+    if (mem.memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) {
+      info.device_local_heap = mem.memoryTypes[t].heapIndex;
+      info.device_local_bytes = mem.memoryHeaps[info.device_local_heap].size;
+      break;
+    }
   }
+  info.memory_budget = has_extension(exts, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   uint32_t n_families = 0;
   api.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n_families, nullptr);
   std::vector<VkQueueFamilyProperties> families(n_families);
@@ -371,12 +388,61 @@ const char* device_type_name(DeviceType type) {
   return "other";
 }
 
+uint64_t free_memory(const MemoryState& m) {
+  uint64_t free = m.has_budget ? (m.budget > m.usage ? m.budget - m.usage : 0)
+                               : (m.heap_bytes > m.held ? m.heap_bytes - m.held : 0);
+  if (m.shares_host_memory && m.host_available != 0) free = std::min(free, m.host_available);
+  return free;
+}
+
+namespace {
+
+uint64_t host_available_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return static_cast<uint64_t>(kib) * 1024;
+}
+
+}  // namespace
+
+uint64_t Device::free_memory(uint64_t held) const {
+  MemoryState m;
+  m.heap_bytes = info_.device_local_bytes;
+  m.held = held;
+  if (info_.memory_budget) {
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{};
+    budget.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT;
+    VkPhysicalDeviceMemoryProperties2 props{};
+    props.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2;
+    props.pNext = &budget;
+    api_->vkGetPhysicalDeviceMemoryProperties2(physical_, &props);
+    m.has_budget = true;
+    m.budget = budget.heapBudget[info_.device_local_heap];
+    m.usage = budget.heapUsage[info_.device_local_heap];
+  }
+  m.shares_host_memory = info_.type == DeviceType::kIntegrated || info_.type == DeviceType::kCpu;
+  if (m.shares_host_memory) m.host_available = host_available_bytes();
+  return vk::free_memory(m);
+}
+
 std::string DeviceInfo::unusable_reason() const {
   if (compute_queue_family < 0) return "no compute queue";
   if (api_version < VK_API_VERSION_1_1) return "Vulkan 1.1 needed";
   if (!subgroup_arithmetic) return "no subgroup arithmetic in compute shaders";
-  if (max_workgroup_invocations < 64 || max_push_constants_bytes < 128)
+  // The shaders' needs beyond Vulkan's guaranteed minimums: 64-thread workgroups in x (guaranteed 128, so
+  // never refused on a conformant device), 128 bytes of push constants (guaranteed), and attention's six
+  // storage buffers in one stage (guaranteed only 4). The tiled matmul's 256 threads are optional.
+  if (max_workgroup_invocations < 64 || max_workgroup_size_x < 64 || max_push_constants_bytes < 128)
     return "compute limits below what the shaders use";
+  if (max_storage_buffers_per_stage < 6)
+    return fmt::format("{} storage buffers per shader stage; attention binds 6",
+                       max_storage_buffers_per_stage);
   return {};
 }
 
@@ -630,9 +696,19 @@ void Device::reset_after_submit() {
   recording_ = false;
 }
 
+void Device::record_host_read_barrier(VkCommandBuffer cb) const {
+  VkMemoryBarrier mb{};
+  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  api_->vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
 Status Device::submit_and_wait() {
   if (!lost_.ok()) return lost_;
   if (!recording_) return {};
+  record_host_read_barrier(command_buffer_);
   Status st = check_vk(api_->vkEndCommandBuffer(command_buffer_), "vkEndCommandBuffer");
   if (st.ok()) st = submit_wait(command_buffer_);
   if (lost_.ok()) reset_after_submit();

@@ -30,7 +30,9 @@ struct DeviceInfo {
   DeviceType type = DeviceType::kOther;
   std::string driver;  // driver name and info ("llvmpipe: Mesa 22.3.6 (LLVM 15.0.6)")
   uint32_t api_version = 0;
-  uint64_t device_local_bytes = 0;   // sum of the DEVICE_LOCAL heaps
+  uint64_t device_local_bytes = 0;   // size of the heap device-local buffers come from
+  uint32_t device_local_heap = 0;    // its index
+  bool memory_budget = false;        // VK_EXT_memory_budget: the driver says what is free
   uint32_t subgroup_size = 0;        // read, never assumed (8 lavapipe, 32 NVIDIA, 64 AMD)
   bool subgroup_arithmetic = false;  // subgroupAdd in compute shaders (the reductions need it)
   bool fp16 = false;                 // shaderFloat16
@@ -46,6 +48,8 @@ struct DeviceInfo {
   uint32_t max_push_constants_bytes = 0;
   uint32_t max_shared_memory_bytes = 0;
   uint32_t max_workgroup_invocations = 0;
+  uint32_t max_workgroup_size_x = 0;           // maxComputeWorkGroupSize[0] (Vulkan guarantees 128)
+  uint32_t max_storage_buffers_per_stage = 0;  // maxPerStageDescriptorStorageBuffers (guaranteed 4)
   uint32_t max_workgroup_count[3] = {0, 0, 0};
   int32_t compute_queue_family = -1;  // -1: no compute queue (unusable)
 
@@ -56,13 +60,28 @@ struct DeviceInfo {
   std::string unusable_reason() const;
 };
 
+// What auto offload may still place on a device (see Device::free_memory): the driver's budget for the
+// device-local heap less its usage when it reports them (they count other processes), else the heap's size
+// less what minfer holds; on a device whose heap is system memory (integrated, CPU-type), at most what the
+// host has available.
+struct MemoryState {
+  uint64_t heap_bytes = 0;
+  uint64_t held = 0;  // what minfer has allocated on the device
+  bool has_budget = false;
+  uint64_t budget = 0, usage = 0;  // VK_EXT_memory_budget's heapBudget and heapUsage
+  bool shares_host_memory = false;
+  uint64_t host_available = 0;  // MemAvailable of /proc/meminfo (0: unknown, not capped)
+};
+uint64_t free_memory(const MemoryState& m);
+
 // Every Vulkan device, in the loader's order. An error (naming the cause: no libvulkan.so.1, instance
 // creation refused) when Vulkan cannot be used at all; an empty list when there is a loader but no device.
 // Probes once per process and caches the answer.
 Result<std::vector<DeviceInfo>> enumerate_devices();
 
 // MINFER_VULKAN_VALIDATE=1 (read when the instance is created) turns on the Khronos validation layer with
-// synchronization validation; each message it reports is logged as an error and counted here. The Vulkan
+// synchronization validation; each finding it reports is logged as an error and counted here (the
+// loader's general messages are logged as warnings, not counted). The Vulkan
 // tests fail on any (tests/backend_vulkan/vulkan_validation_check.cpp), and scripts/tiers.sh runs them so.
 bool validation_enabled();       // the layer is on (creates the instance if it was not yet)
 uint64_t validation_messages();  // messages reported since the process started
@@ -88,6 +107,8 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   const DeviceInfo& info() const { return info_; }
+  // vk::free_memory() of this device, asking the driver now; `held`: the bytes minfer has allocated on it.
+  uint64_t free_memory(uint64_t held) const;
   const Api& api() const { return *api_; }
   VkDevice handle() const { return device_; }
   VkPhysicalDevice physical() const { return physical_; }
@@ -96,6 +117,10 @@ class Device {
 
   // The command buffer work is recorded into; begun on first use after a submit.
   Result<VkCommandBuffer> command_buffer();
+  // Recorded last in every command buffer that is submitted: makes its dispatches' and copies' writes
+  // visible to the host. A fence wait makes device writes available, not visible; without this a read of
+  // mapped memory may see stale bytes on a device whose caches the host does not snoop.
+  void record_host_read_barrier(VkCommandBuffer cb) const;
   bool recording() const { return recording_; }
   // Ends the command buffer, submits it and waits on its fence for at most timeout_ms. A timeout or a lost
   // device marks the device lost: every later call fails fast with that error instead of hanging.

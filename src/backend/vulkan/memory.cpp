@@ -13,10 +13,19 @@ namespace {
 
 constexpr size_t kStagingChunk = size_t{64} << 20;
 
-// Records a buffer-to-buffer copy as its own submit (after draining whatever was recorded before).
+// Records a buffer-to-buffer copy as its own submit (after draining whatever was recorded before). The
+// barrier in front makes the writes of earlier submits (dispatches, copies, the host's) visible to the copy
+// and orders it after their reads; submit_and_wait's closing barrier makes its bytes visible to the host.
 Status copy_now(Device& dev, VkBuffer src, size_t src_off, VkBuffer dst, size_t dst_off, size_t bytes) {
   MINFER_RETURN_IF_ERROR(dev.submit_and_wait());
   MINFER_ASSIGN_OR_RETURN(VkCommandBuffer cb, dev.command_buffer());
+  VkMemoryBarrier mb{};
+  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  dev.api().vkCmdPipelineBarrier(
+      cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+      VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
   VkBufferCopy region{src_off, dst_off, bytes};
   dev.api().vkCmdCopyBuffer(cb, src, dst, 1, &region);
   return dev.submit_and_wait();
@@ -88,7 +97,31 @@ DeviceBuffer::~DeviceBuffer() {
   if (memory_) api.vkFreeMemory(dev_->handle(), memory_, nullptr);
 }
 
-Status upload(Device& dev, DeviceBuffer& dst, size_t offset, const void* src, size_t bytes) {
+Result<DeviceBuffer*> Staging::at_least(Device& dev, size_t bytes) {
+  if (kept_ == nullptr || kept_->size() < bytes) {
+    kept_.reset();  // before the new one: at most one kept buffer at a time
+    MINFER_ASSIGN_OR_RETURN(kept_, DeviceBuffer::create(dev, std::max<size_t>(bytes, size_t{64} << 10),
+                                                        MemoryKind::kHostVisible, "staging buffer"));
+  }
+  return kept_.get();
+}
+
+namespace {
+
+// The host-visible buffer a copy of `bytes` stages through: `staging`'s kept one when the copy is small,
+// else a new one held in `own`.
+Result<DeviceBuffer*> staging_for(Device& dev, Staging* staging, size_t bytes,
+                                  std::unique_ptr<DeviceBuffer>& own, const char* what) {
+  const size_t n = std::min(bytes, kStagingChunk);
+  if (staging != nullptr && n <= Staging::kMaxKept) return staging->at_least(dev, n);
+  MINFER_ASSIGN_OR_RETURN(own, DeviceBuffer::create(dev, n, MemoryKind::kHostVisible, what));
+  return own.get();
+}
+
+}  // namespace
+
+Status upload(Device& dev, DeviceBuffer& dst, size_t offset, const void* src, size_t bytes,
+              Staging* staging_cache) {
   if (offset > dst.size() || bytes > dst.size() - offset) {
     return invalid_argument("vulkan: upload of {} bytes at {} past the end of a {}-byte buffer", bytes,
                             offset, dst.size());
@@ -99,8 +132,9 @@ Status upload(Device& dev, DeviceBuffer& dst, size_t offset, const void* src, si
     std::memcpy(static_cast<uint8_t*>(dst.mapped()) + offset, src, bytes);
     return {};
   }
-  MINFER_ASSIGN_OR_RETURN(auto staging, DeviceBuffer::create(dev, std::min(bytes, kStagingChunk),
-                                                             MemoryKind::kHostVisible, "staging buffer"));
+  std::unique_ptr<DeviceBuffer> own;
+  MINFER_ASSIGN_OR_RETURN(DeviceBuffer * staging,
+                          staging_for(dev, staging_cache, bytes, own, "staging buffer"));
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(bytes - done, kStagingChunk);
     std::memcpy(staging->mapped(), static_cast<const uint8_t*>(src) + done, n);
@@ -110,7 +144,8 @@ Status upload(Device& dev, DeviceBuffer& dst, size_t offset, const void* src, si
   return {};
 }
 
-Status download(Device& dev, const DeviceBuffer& src, size_t offset, void* dst, size_t bytes) {
+Status download(Device& dev, const DeviceBuffer& src, size_t offset, void* dst, size_t bytes,
+                Staging* staging_cache) {
   if (offset > src.size() || bytes > src.size() - offset) {
     return invalid_argument("vulkan: read-back of {} bytes at {} past the end of a {}-byte buffer", bytes,
                             offset, src.size());
@@ -121,8 +156,9 @@ Status download(Device& dev, const DeviceBuffer& src, size_t offset, void* dst, 
     std::memcpy(dst, static_cast<const uint8_t*>(src.mapped()) + offset, bytes);
     return {};
   }
-  MINFER_ASSIGN_OR_RETURN(auto staging, DeviceBuffer::create(dev, std::min(bytes, kStagingChunk),
-                                                             MemoryKind::kHostVisible, "read-back buffer"));
+  std::unique_ptr<DeviceBuffer> own;
+  MINFER_ASSIGN_OR_RETURN(DeviceBuffer * staging,
+                          staging_for(dev, staging_cache, bytes, own, "read-back buffer"));
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(bytes - done, kStagingChunk);
     MINFER_RETURN_IF_ERROR(copy_now(dev, src.handle(), offset + done, staging->handle(), 0, n));

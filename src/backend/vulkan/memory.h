@@ -45,12 +45,29 @@ class DeviceBuffer {
   uint64_t serial_ = 0;
 };
 
+// A host-visible staging buffer kept for the small copies every step makes (inputs in, logits out), so they
+// cost no allocation and mapping (on a GPU driver a vkAllocateMemory is tens to hundreds of microseconds):
+// reused while it is big enough, replaced by a larger one when not. Copies over kMaxKept bytes (weights at
+// load) stage through a buffer of their own, so no large staging buffer outlives the load.
+class Staging {
+ public:
+  static constexpr size_t kMaxKept = size_t{16} << 20;
+  // The kept buffer, grown to at least `bytes` (<= kMaxKept).
+  Result<DeviceBuffer*> at_least(Device& dev, size_t bytes);
+
+ private:
+  std::unique_ptr<DeviceBuffer> kept_;
+};
+
 // Copies host bytes into [offset, offset + bytes) of `dst`: directly when it is mapped, else through a
-// staging buffer in chunks of at most 64 MiB. Submits and waits first if work is recorded (so nothing
-// recorded reads the new bytes early) and waits for the copy; costs one submit per chunk.
-Status upload(Device& dev, DeviceBuffer& dst, size_t offset, const void* src, size_t bytes);
+// staging buffer (`staging`'s when given and the copy is small) in chunks of at most 64 MiB. Submits and
+// waits first if work is recorded (so nothing recorded reads the new bytes early) and waits for the copy;
+// costs one submit per chunk.
+Status upload(Device& dev, DeviceBuffer& dst, size_t offset, const void* src, size_t bytes,
+              Staging* staging = nullptr);
 // Copies [offset, offset + bytes) of `src` to host memory, the same way in the other direction.
-Status download(Device& dev, const DeviceBuffer& src, size_t offset, void* dst, size_t bytes);
+Status download(Device& dev, const DeviceBuffer& src, size_t offset, void* dst, size_t bytes,
+                Staging* staging = nullptr);
 
 // Copy bandwidth of a device, in bytes per second, best of `reps` timed copies of `bytes` each (after one
 // untimed): host-visible to device-local and back (the DMA a staging upload or read-back does, without the

@@ -79,6 +79,7 @@ Result<std::unique_ptr<Tapes::Tape>> Tapes::record(const std::vector<Dispatch>& 
                                   "vkAllocateDescriptorSets (tape)"));
   Hazards hazards;
   for (size_t i = 0; i < dispatches.size(); ++i) record_one(t->cb, sets[i], dispatches[i], hazards);
+  dev_.record_host_read_barrier(t->cb);
   MINFER_RETURN_IF_ERROR(check_vk(api.vkEndCommandBuffer(t->cb), "vkEndCommandBuffer (tape)"));
   t->dispatches = dispatches;
   return t;

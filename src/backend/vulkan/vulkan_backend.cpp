@@ -148,9 +148,7 @@ uint64_t VulkanBackend::max_allocation() const {
 }
 
 uint64_t VulkanBackend::memory_free() const {
-  const uint64_t held = weight_bytes_ + *buffer_bytes_;
-  const uint64_t total = dev_->info().device_local_bytes;
-  return total > held ? total - held : 0;
+  return dev_->free_memory(weight_bytes_ + *buffer_bytes_);
 }
 
 size_t VulkanBackend::buffer_alignment() const {
@@ -383,11 +381,12 @@ Status VulkanBackend::matmul(const Weight& w, const Graph& graph, NodeId x_node,
   // More than matvec_max_tokens_ tokens: the tiled shader, as many tokens per dispatch as a binding holds;
   // else the matrix-vector one, up to kMaxCols per dispatch. Both compute each output with the same
   // operations in the same order (shaders/matmul.glsl, matmul_q8.glsl), so which one runs never changes a
-  // bit; a device without 256-thread workgroups (Vulkan guarantees 128), or for int8 without the shared
+  // bit; a device without 256-thread workgroups in x (Vulkan guarantees 128), or for int8 without the shared
   // memory of its tiles, runs the matrix-vector shader at every size, with the same results.
   const vk::DeviceInfo& info = dev_->info();
   const bool tiled = static_cast<uint64_t>(m) > matvec_max_tokens_ &&
                      info.max_workgroup_invocations >= kMatmatWorkgroup &&
+                     info.max_workgroup_size_x >= kMatmatWorkgroup &&
                      (!int8 || info.max_shared_memory_bytes >= kMatmatQ8SharedBytes);
   const std::string_view matvec_shader = int8 ? "matvec_q8" : "matvec";
   const std::string_view matmat_shader = int8 ? "matmat_q8" : "matmat";
@@ -860,7 +859,7 @@ Status VulkanBackend::upload(void* dst, const void* src, size_t bytes) {
   MINFER_ASSIGN_OR_RETURN(const Arena* a, find_arena(dst, bytes, &off));
   if (a == nullptr)
     return invalid_argument("Vulkan backend: upload destination {} is not in a Vulkan buffer", dst);
-  return vk::upload(*dev_, *a->memory, off, src, bytes);
+  return vk::upload(*dev_, *a->memory, off, src, bytes, &staging_);
 }
 
 Status VulkanBackend::download(void* dst, const void* src, size_t bytes) {
@@ -869,7 +868,7 @@ Status VulkanBackend::download(void* dst, const void* src, size_t bytes) {
   MINFER_ASSIGN_OR_RETURN(const Arena* a, find_arena(src, bytes, &off));
   if (a == nullptr)
     return invalid_argument("Vulkan backend: read-back source {} is not in a Vulkan buffer", src);
-  return vk::download(*dev_, *a->memory, off, dst, bytes);
+  return vk::download(*dev_, *a->memory, off, dst, bytes, &staging_);
 }
 
 }  // namespace minfer::backend

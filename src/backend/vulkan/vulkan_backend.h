@@ -206,6 +206,7 @@ class VulkanBackend final : public Backend {
   std::vector<std::unique_ptr<vk::DeviceBuffer>> ring_;
   size_t ring_used_ = 0;  // bytes used in ring_.back()
   std::unique_ptr<vk::Tapes> tapes_;
+  vk::Staging staging_;                // upload() and download(): the per-step copies
   std::vector<vk::Dispatch> pending_;  // the split so far, submitted by synchronize()
   void reset_ring();
   // Drops what a failed node's split had described, so no part of a failed step ever runs.

@@ -140,7 +140,7 @@ void main() {
       }
       const bool finite = amax != 0u && amax < 0x7f800000u;
       const uint d = finite ? div_rne_bits(amax, floatBitsToUint(127.0)) : amax;
-      qd_sh[h * (MAX_HEAD_DIM / 32u) + b] = unpackHalf2x16(f32_to_f16_bits(d)).x;
+      qd_sh[h * (MAX_HEAD_DIM / 32u) + b] = f16_bits_to_float(f32_to_f16_bits(d));
       const float id = finite ? uintBitsToFloat(div_rne_bits(floatBitsToUint(127.0), amax)) : 0.0;
       for (uint j = 0u; j < 32u; ++j) q_sh[h * MAX_HEAD_DIM + b * 32u + j] = roundEven(q[x0 + j] * id);
     }
@@ -148,7 +148,7 @@ void main() {
     for (uint i = tid; i < G * p.head_dim; i += WG) {
       const uint h = i / p.head_dim, d = i % p.head_dim;
       const float v = q[q0 + i];
-      q_sh[h * MAX_HEAD_DIM + d] = TYPE == TYPE_F16 ? unpackHalf2x16(f32_to_f16_bits(floatBitsToUint(v))).x : v;
+      q_sh[h * MAX_HEAD_DIM + d] = TYPE == TYPE_F16 ? f16_bits_to_float(f32_to_f16_bits(floatBitsToUint(v))) : v;
     }
   }
   barrier();

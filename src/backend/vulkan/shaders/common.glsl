@@ -34,8 +34,19 @@
                         : ((buf[(off) >> 2] >> (((off) & 3u) * 8u)) | (buf[((off) >> 2) + 1u] << (32u - ((off) & 3u) * 8u))))
 // One byte at any byte offset of `buf`.
 #define LOAD_U8(buf, off) ((buf[(off) >> 2] >> (((off) & 3u) * 8u)) & 255u)
+// An IEEE half's value from its bits, in integer arithmetic. Not unpackHalf2x16: Vulkan lets a driver flush
+// denormals "obtained by unpacking", and quantized blocks' f16 scales are often subnormal (a Q6_K d is
+// max|w| / 4096, below 2^-14 whenever the block's largest weight is under 0.25). A subnormal half is a
+// normal float, so the value is exact on every device.
+float f16_bits_to_float(uint h) {
+  const uint e = (h >> 10u) & 31u, f = h & 1023u;
+  const float v = e == 0u    ? float(f) * (1.0 / 16777216.0)
+                  : e == 31u ? uintBitsToFloat(0x7f800000u | (f << 13u))
+                             : uintBitsToFloat(((e + 112u) << 23u) | (f << 13u));
+  return (h & 0x8000u) != 0u ? -v : v;
+}
 // An IEEE half at an even byte offset of `buf`, as float.
-#define LOAD_F16(buf, off) unpackHalf2x16(buf[(off) >> 2] >> (((off) & 2u) * 8u)).x
+#define LOAD_F16(buf, off) f16_bits_to_float((buf[(off) >> 2] >> (((off) & 2u) * 8u)) & 0xFFFFu)
 
 // The grid is 2-D when a dispatch needs more groups than one dimension allows.
 uint group_index() { return gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x; }

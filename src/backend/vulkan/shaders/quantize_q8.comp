@@ -28,13 +28,6 @@ layout(push_constant) uniform Push {
 shared float s_amax[64];
 shared float s_max[64];
 
-// An f16's value, exactly (subnormals included) without the driver's conversion.
-float f16_value(uint h) {
-  const uint e = (h >> 10u) & 31u, f = h & 1023u;
-  const float v = e == 0u ? float(f) * (1.0 / 16777216.0) : uintBitsToFloat(((e + 112u) << 23u) | (f << 13u));
-  return (h & 0x8000u) != 0u ? -v : v;
-}
-
 void main() {
   const uint lid = gl_LocalInvocationID.x;
   const uint units = p.k >> 5u, per_token = (units + 63u) / 64u;
@@ -100,12 +93,12 @@ void main() {
     a[mo] = d_bits;
     a[mo + 1u] = uint(sum_lo & 0xFFFF) | (uint(sum_hi) << 16u);
   } else {
-    a[mo] = floatBitsToUint(f16_value(f32_to_f16_bits(d_bits)));
+    a[mo] = floatBitsToUint(f16_bits_to_float(f32_to_f16_bits(d_bits)));
     if (FMT == 0u) {
       a[mo + 1u] = uint(sum_lo + sum_hi);
     } else {
       precise const float s = uintBitsToFloat(d_bits) * float(sum_lo + sum_hi);
-      a[mo + 1u] = floatBitsToUint(f16_value(f32_to_f16_bits(floatBitsToUint(s))));
+      a[mo + 1u] = floatBitsToUint(f16_bits_to_float(f32_to_f16_bits(floatBitsToUint(s))));
     }
   }
 }
