@@ -209,13 +209,13 @@ class Repl {
     if (!r->notice.empty()) fmt::print(stderr, "minfer: {}\n", r->notice);
     const engine::GenerateResult& g = r->generation;
     if (g.stop_reason == "cancelled") fmt::print(stderr, "minfer: reply interrupted\n");
-    if (g.stop_reason == "grammar") fmt::print(stderr, "minfer: stopped: {}\n", g.stop_detail);
+    if (g.stop_reason == "grammar") fmt::print(stderr, "minfer: grammar dead end: {}\n", g.stop_detail);
     if (g.stop_reason == "context") fmt::print(stderr, "minfer: the reply filled the context\n");
     fmt::print(stderr, "prompt: {} prefilled, {} cached | generated: {} tokens, {:.1f} tok/s\n",
                r->stats.n_prefilled, r->stats.n_cached, g.timings.n_generated, g.timings.generate_tps());
     if (r->spec.rounds > 0) fmt::print(stderr, "{}\n", r->spec.summary());
     save();
-    return true;
+    return g.stop_reason != "grammar";  // a reply the grammar left unfinished fails a single turn
   }
 
   void open_session() {

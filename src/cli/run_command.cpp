@@ -349,7 +349,6 @@ int run_command(const Args& argv) {
   const engine::Timings& t = result->timings;
   if (stream) {
     fmt::print("\n");
-    if (result->stop_reason == "grammar") fmt::print(stderr, "minfer: stopped: {}\n", result->stop_detail);
     fmt::print(stderr, "\nprompt:    {} tokens, {:.1f} ms, {:.2f} tok/s\n", t.n_prompt, t.prompt_ms,
                t.prompt_tps());
     fmt::print(stderr, "generated: {} tokens, {:.1f} ms, {:.2f} tok/s ({})\n", t.n_generated, t.generate_ms,
@@ -377,6 +376,10 @@ int run_command(const Args& argv) {
                           {"mean_accepted", spec_stats.mean_accepted()}};
     }
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+  }
+  // A grammar that allows no next token is a failed generation (the output is incomplete), not a stop.
+  if (result->stop_reason == "grammar") {
+    return fail(invalid_argument("grammar dead end: {}", result->stop_detail));
   }
   return 0;
 }

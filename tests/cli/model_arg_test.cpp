@@ -24,6 +24,7 @@
 
 #include "common/fixtures.h"
 #include "core/env.h"
+#include "gguf/metadata.h"
 #include "hub/cache.h"
 #include "hub/hub_mirror.h"
 #include "tools/synthetic_model.h"
@@ -125,6 +126,25 @@ std::string model_bytes(int seed = 5) {
   o.seed = static_cast<uint64_t>(seed);
   auto w = tools::make_synthetic_model(o);
   EXPECT_TRUE(w.ok()) << w.status().message();
+  auto bytes = w->to_bytes();
+  EXPECT_TRUE(bytes.ok());
+  return std::string(bytes->begin(), bytes->end());
+}
+
+// The tiny model whose byte token 'z' is a control token (which a grammar never allows): a grammar that
+// needs a 'z' dead-ends at once.
+std::string model_without_z_bytes() {
+  tools::SyntheticOptions o;
+  o.shape = *tools::synthetic_preset("tiny-qwen3");
+  o.seed = 5;
+  auto w = tools::make_synthetic_model(o);
+  EXPECT_TRUE(w.ok()) << w.status().message();
+  auto types = w->metadata().get_int_array("tokenizer.ggml.token_type");
+  EXPECT_TRUE(types.ok());
+  std::vector<int32_t> t(types->begin(), types->end());
+  t['z'] = 3;  // CONTROL
+  w->metadata().set("tokenizer.ggml.token_type",
+                    gguf::Value::array(gguf::Array::of(gguf::ValueType::I32, t)));
   auto bytes = w->to_bytes();
   EXPECT_TRUE(bytes.ok());
   return std::string(bytes->begin(), bytes->end());
@@ -406,6 +426,32 @@ TEST_F(ModelArgTest, TheContextGrowsToFitALongPromptUnlessMinusCIsGiven) {
   r = run_minfer({m, "-f", *dir_ + "/longer.txt", "--no-template", "-n", "2", "-t", "1"});
   EXPECT_EQ(r.rc, 1);
   EXPECT_TRUE(has(r.err, "tokens but the model's trained context is 8192")) << r.err;
+}
+
+TEST_F(ModelArgTest, AGrammarDeadEndFailsTheRun) {
+  const std::string m = *dir_ + "/no-z.gguf";
+  write(m, model_without_z_bytes());
+  const std::vector<std::string> grammar = {
+      "--grammar-str", "root ::= \"z\"", "-n", "4", "-t", "1", "--temp", "0"};
+  Ran r = run_minfer(with({m, "hi"}, grammar));
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "minfer: grammar dead end: grammar: no token of the vocabulary is allowed after ''"))
+      << r.err;
+  // -o json still prints the result (stop_reason "grammar"), and fails.
+  r = run_minfer(with({m, "hi", "-o", "json"}, grammar));
+  EXPECT_EQ(r.rc, 1) << r.err;
+  const auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["stop_reason"], "grammar");
+  EXPECT_TRUE(has(r.err, "grammar dead end")) << r.err;
+  // A single turn of --cnv: the same.
+  r = run_minfer(with({"--cnv", "-st", m, "-p", "hi"}, grammar));
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "minfer: grammar dead end: grammar: no token of the vocabulary is allowed"))
+      << r.err;
+  // A grammar the vocabulary can finish is a success.
+  r = run_minfer({m, "hi", "--grammar-str", "root ::= \"a\"", "-n", "4", "-t", "1", "--temp", "0"});
+  EXPECT_EQ(r.rc, 0) << r.err;
 }
 
 // hf:OWNER/REPO:QUANT through a loopback Hub mirror, the listing, and the space forms of `download`.
