@@ -1,6 +1,7 @@
 // The sampling flags of `run` / `serve`: one registration function shared by both commands.
 #include "cli/sampling_options.h"
 
+#include <charconv>
 #include <fstream>
 #include <sstream>
 
@@ -122,7 +123,24 @@ void add_sampling_options(CLI::App& app, sampling::SamplerConfig* cfg) {
          "ID:BIAS[,ID:BIAS...] added to raw logits, repeatable (bias in [-100, 100])")
       ->allow_extra_args(false)
       ->group(g);
-  app.add_option("-s,--seed", cfg->seed, "RNG seed; a fixed seed reproduces a run (default: random)")->group(g);
+  app.add_option_function<std::string>(
+         "-s,--seed",
+         [cfg](const std::string& v) {
+           // llama.cpp's -1 (and its LLAMA_DEFAULT_SEED, 4294967295) is "seed from the clock".
+           if (v == "-1") {
+             cfg->seed = sampling::SamplerConfig::kRandomSeed;
+             return;
+           }
+           uint64_t seed = 0;
+           auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
+           if (v.empty() || ec != std::errc() || p != v.data() + v.size()) {
+             throw CLI::ValidationError("--seed",
+                                        "'" + v + "' is not a seed: use an integer >= 0, or -1 for random");
+           }
+           cfg->seed = seed;
+         },
+         "RNG seed; a fixed seed reproduces a run (default and -1: random, as llama.cpp)")
+      ->group(g);
 
   const std::string c = "Constrained decoding (one of)";
   CLI::Option* gf =

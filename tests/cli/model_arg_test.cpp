@@ -454,6 +454,27 @@ TEST_F(ModelArgTest, AGrammarDeadEndFailsTheRun) {
   EXPECT_EQ(r.rc, 0) << r.err;
 }
 
+TEST_F(ModelArgTest, SeedMinusOneIsARandomSeedAsInLlamaCpp) {
+  auto ids = [&](const std::string& seed) {
+    const Ran r =
+        run_minfer({model(), "hi", "-n", "16", "-t", "1", "--temp", "1.5", "-s", seed, "-o", "json"});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out, nullptr, false);
+    return j.is_object() ? j["generated_ids"].dump() : std::string();
+  };
+  EXPECT_EQ(ids("7"), ids("7")) << "a fixed seed reproduces a run";
+  // -1 is not the literal 2^64-1 (which would repeat): three runs are not all the same.
+  const std::string a = ids("-1"), b = ids("-1"), c = ids("-1");
+  EXPECT_FALSE(a == b && b == c) << a;
+  EXPECT_NE(ids("18446744073709551615"), std::string()) << "the largest seed is still a seed";
+  for (const char* bad : {"-2", "abc", "1.5"}) {
+    const Ran r = run_minfer({model(), "hi", "-n", "1", "--seed", bad});
+    EXPECT_EQ(r.rc, 2) << bad;
+    EXPECT_TRUE(has(r.err, fmt::format("'{}' is not a seed: use an integer >= 0, or -1 for random", bad)))
+        << r.err;
+  }
+}
+
 // hf:OWNER/REPO:QUANT through a loopback Hub mirror, the listing, and the space forms of `download`.
 class HubFormsTest : public ModelArgTest {
  protected:
