@@ -36,8 +36,10 @@ Result<std::string> read_text(const std::string& path) {
   if (!in) return io_error("-f '{}': cannot read", path);
   std::stringstream ss;
   ss << in.rdbuf();
-  if (ss.str().empty()) return invalid_argument("-f '{}': the text is empty", path);
-  return ss.str();
+  std::string text = ss.str();
+  if (!text.empty() && text.back() == '\n') text.pop_back();  // one trailing newline, as llama.cpp's -f
+  if (text.empty()) return invalid_argument("-f '{}': the text is empty", path);
+  return text;
 }
 
 // The text as llama-perplexity tokenizes it: special tokens are plain text, BOS first when the vocabulary

@@ -175,7 +175,8 @@ int run_command(const Args& argv) {
   add_model_arg(app, &model);
   app.add_option("prompt", prompt_pos, "prompt text (read from stdin when omitted)");
   app.add_option("-p,--prompt", args.prompt, "prompt text (instead of the positional prompt)");
-  app.add_option("-f,--file", prompt_file, "read the prompt from a file");
+  app.add_option("-f,--file", prompt_file,
+                 "read the prompt from a file (one trailing newline dropped, as llama.cpp)");
   app.add_option("-n,--n-predict", args.n_predict, "tokens to generate (-1: until end of generation)")
       ->capture_default_str()
       ->check(CLI::Range(-1, 1 << 30));
@@ -242,6 +243,8 @@ int run_command(const Args& argv) {
     auto text = read_text_file(prompt_file);
     if (!text.ok()) return fail(text.status().with_context("-f/--file: "));
     args.prompt = std::move(*text);
+    // llama.cpp's -f drops one trailing newline (the one an editor ends a file with).
+    if (!args.prompt.empty() && args.prompt.back() == '\n') args.prompt.pop_back();
   }
   args.prompt_given = prompt_sources > 0;
   const bool ctx_given = app.count("--ctx-size") > 0;

@@ -454,6 +454,26 @@ TEST_F(ModelArgTest, AGrammarDeadEndFailsTheRun) {
   EXPECT_EQ(r.rc, 0) << r.err;
 }
 
+TEST_F(ModelArgTest, APromptFileLosesOneTrailingNewlineAsInLlamaCpp) {
+  auto prompt_ids = [&](const std::string& body) {
+    write(*dir_ + "/p.txt", body);
+    const Ran r =
+        run_minfer({model(), "-f", *dir_ + "/p.txt", "--no-template", "-n", "1", "-t", "1", "-o", "json"});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out, nullptr, false);
+    return j.is_object() ? j["prompt_ids"] : nlohmann::json();
+  };
+  auto direct = [&](const std::string& prompt) {
+    const Ran r = run_minfer({model(), "-p", prompt, "--no-template", "-n", "1", "-t", "1", "-o", "json"});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out, nullptr, false);
+    return j.is_object() ? j["prompt_ids"] : nlohmann::json();
+  };
+  EXPECT_EQ(prompt_ids("hello there\n"), direct("hello there"));
+  EXPECT_EQ(prompt_ids("hello there\n\n"), direct("hello there\n"));
+  EXPECT_EQ(prompt_ids("hello there"), direct("hello there"));
+}
+
 TEST_F(ModelArgTest, SeedMinusOneIsARandomSeedAsInLlamaCpp) {
   auto ids = [&](const std::string& seed) {
     const Ran r =

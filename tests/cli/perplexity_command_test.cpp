@@ -162,6 +162,21 @@ TEST_F(PerplexityCommand, BaseFilesFromAnotherTextOrContextOrCorruptedAreRefused
   EXPECT_TRUE(has(r.err, "not a minfer KL-divergence base file")) << r.err;
 }
 
+TEST_F(PerplexityCommand, OneTrailingNewlineOfTheTextIsDroppedAsLlamaCppDoes) {
+  auto n_tokens = [&](const std::string& name, const std::string& body) {
+    const nlohmann::json j =
+        json_of(run({model_, "-f", write(name, body), "-c", "64", "--chunks", "2", "-t", "1", "-o", "json"}));
+    return j.value("n_tokens", -1);
+  };
+  const int plain = n_tokens("plain.txt", paragraph(12));
+  ASSERT_GT(plain, 0);
+  EXPECT_EQ(n_tokens("newline.txt", paragraph(12) + "\n"), plain);
+  EXPECT_EQ(n_tokens("two-newlines.txt", paragraph(12) + "\n\n"), plain + 1) << "only one newline is dropped";
+  const Ran r = run({model_, "-f", write("only-newline.txt", "\n")});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "the text is empty")) << r.err;
+}
+
 TEST_F(PerplexityCommand, BadInputsAreClearErrors) {
   Ran r = run({model_, "-f", dir_ + "/missing.txt"});
   EXPECT_EQ(r.rc, 1);
