@@ -96,7 +96,7 @@ class Repl {
   }
 
   int run() {
-    if (!options_.session.empty()) open_session();
+    if (!options_.session.empty() && !open_session()) return 1;
     if (options_.single_turn) {
       std::optional<std::string> message = options_.first_message;
       if (!message) {
@@ -109,7 +109,7 @@ class Repl {
         }
       }
       if (!message) return 0;
-      return turn(*message) ? 0 : 1;
+      return turn(*message) && !save_failed_ ? 0 : 1;
     }
     if (options_.first_message) turn(*options_.first_message);
     if (reader_.interactive())
@@ -137,7 +137,7 @@ class Repl {
       }
     }
     if (reader_.interactive()) fmt::print("\n");
-    return 0;
+    return save_failed_ ? 1 : 0;
   }
 
  private:
@@ -218,17 +218,19 @@ class Repl {
     return g.stop_reason != "grammar";  // a reply the grammar left unfinished fails a single turn
   }
 
-  void open_session() {
+  // False (with the reason printed) when FILE exists but is not a session: refused rather than
+  // overwritten by the first save.
+  bool open_session() {
     const std::string& path = options_.session;
     if (!std::filesystem::exists(path)) {
       fmt::print(stderr, "minfer: new session, saved to {} after every turn\n", path);
-      return;
+      return true;
     }
     auto info = chat_.resume(path);
     if (!info.ok()) {
-      fmt::print(stderr, "minfer: session {}: {}; starting a new conversation\n", path,
-                 info.status().message());
-      return;
+      fmt::print(stderr, "minfer: --session {}: {}; not overwriting it (move it away or name another file)\n",
+                 path, info.status().message());
+      return false;
     }
     if (info->fallback.empty()) {
       fmt::print(stderr, "minfer: resumed {} messages, {} KV rows, 0 tokens prefilled\n", info->n_messages,
@@ -237,12 +239,15 @@ class Repl {
       fmt::print(stderr, "minfer: {}; re-rendering the {} messages of {} at the next turn\n", info->fallback,
                  info->n_messages, path);
     }
+    return true;
   }
 
   void save() {
     if (options_.session.empty()) return;
     if (Status st = chat_.save(options_.session); !st.ok()) {
-      fmt::print(stderr, "minfer: could not save the session: {}\n", st.message());
+      fmt::print(stderr, "minfer: could not save the session: {} (the exit status will be 1)\n",
+                 st.message());
+      save_failed_ = true;
     }
   }
 
@@ -252,6 +257,7 @@ class Repl {
   engine::ChatSession chat_;
   LineReader reader_;
   bool color_ = false;
+  bool save_failed_ = false;  // a --session save failed: the process exits 1
 };
 
 }  // namespace

@@ -474,6 +474,34 @@ TEST_F(ModelArgTest, APromptFileLosesOneTrailingNewlineAsInLlamaCpp) {
   EXPECT_EQ(prompt_ids("hello there"), direct("hello there"));
 }
 
+TEST_F(ModelArgTest, SessionRefusalsAndFailedSavesExitOne) {
+  const std::string m = model();
+  const std::vector<std::string> quick = {"-n", "2", "-t", "1", "--temp", "0"};
+  Ran r = run_minfer(with({m, "hi", "--session", *dir_ + "/s.json"}, quick));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "-st, -mli and --session need --cnv")) << r.err;
+  // A session that cannot be written: the turn runs, the failure is said, the exit status is 1.
+  const std::string unwritable = *dir_ + "/no-such-dir/s.json";
+  r = run_minfer(with({"--cnv", "-st", m, "-p", "hi", "--session", unwritable}, quick));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "could not save the session")) << r.err;
+  r = run_minfer(with({"--cnv", m, "--session", unwritable}, quick), {}, "hi\n");
+  EXPECT_EQ(r.rc, 1) << "the multi-turn chat too";
+  EXPECT_TRUE(has(r.err, "could not save the session")) << r.err;
+  // A file that is not a session is refused, never overwritten by the first save.
+  write(*dir_ + "/not-a-session.json", "garbage");
+  r = run_minfer(with({"--cnv", "-st", m, "-p", "hi", "--session", *dir_ + "/not-a-session.json"}, quick));
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "not-a-session.json' is not valid JSON; not overwriting it")) << r.err;
+  EXPECT_EQ(test::read_file(*dir_ + "/not-a-session.json"), "garbage");
+  // A good one still resumes.
+  r = run_minfer(with({"--cnv", "-st", m, "-p", "hi", "--session", *dir_ + "/good.json"}, quick));
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = run_minfer(with({"--cnv", "-st", m, "-p", "again", "--session", *dir_ + "/good.json"}, quick));
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "resumed 2 messages")) << r.err;
+}
+
 TEST_F(ModelArgTest, SeedMinusOneIsARandomSeedAsInLlamaCpp) {
   auto ids = [&](const std::string& seed) {
     const Ran r =
