@@ -175,8 +175,10 @@ int serve_command(const Args& argv) {
                  "requests that may wait for a slot (0: refuse when none is idle)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 16));
-  app.add_option("--api-key", args.api_key,
-                 "require Authorization: Bearer KEY on /v1 and /metrics (env MINFER_API_KEY)");
+  app.add_option(
+      "--api-key", args.api_key,
+      "require Authorization: Bearer KEY on every route but /health; the Anthropic routes also take "
+      "the x-api-key: KEY header (env MINFER_API_KEY)");
   app.add_option("-a,--alias", args.alias, "model id reported by /v1/models (default: the file name)");
   app.add_option("--slots-file", args.slots_file,
                  "save slot contexts here after each request; restore at start");

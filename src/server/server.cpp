@@ -3,6 +3,7 @@
 // a stream, so a refusal is always a proper HTTP status, never a broken stream.
 #include "server/server.h"
 
+#include <cctype>
 #include <chrono>
 #include <ctime>
 
@@ -105,10 +106,17 @@ bool Server::authorized(const HttpRequest& req, bool accept_x_api_key) const {
     const std::string key = req.header("x-api-key");
     if (!key.empty()) return constant_time_equal(key, options_.api_key);
   }
+  // The scheme is case-insensitive (RFC 7235 §2.1): "bearer KEY" is the same credential.
   const std::string auth = req.header("authorization");
-  const std::string prefix = "Bearer ";
-  if (auth.size() <= prefix.size() || auth.compare(0, prefix.size(), prefix) != 0) return false;
-  return constant_time_equal(auth.substr(prefix.size()), options_.api_key);
+  constexpr std::string_view kScheme = "bearer";
+  if (auth.size() <= kScheme.size() + 1) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(auth[i])) != kScheme[i]) return false;
+  }
+  size_t at = kScheme.size();
+  if (auth[at] != ' ') return false;
+  while (at < auth.size() && auth[at] == ' ') ++at;
+  return constant_time_equal(auth.substr(at), options_.api_key);
 }
 
 std::string Server::metrics_text() const {

@@ -104,6 +104,18 @@ TEST(Gbnf, ReportsErrors) {
                "nested deeper than 64");
 }
 
+TEST(Gbnf, RepetitionExpansionIsBounded) {
+  // Each bound is legal, but stacked or applied to a long item they would copy 1e8 elements (gigabytes):
+  // refused by name before anything is copied.
+  expect_error("root ::= item\nitem ::= \"ab\"{10000}{10000}",
+               "rule 'item': repetitions expand to more than 1000000 grammar elements");
+  expect_error("root ::= \"" + std::string(500, 'x') + "\"{0,10000}", "rule 'root'");
+  // Groups are rule references, so nesting them stays linear and parses.
+  std::string ab;
+  for (int i = 0; i < 1000; ++i) ab += "ab";
+  check("root ::= ((\"ab\"){10}){100}", {ab}, {"ab", ab + "ab"});
+}
+
 TEST(Gbnf, WarnsAboutUnusedRules) {
   auto g = must_parse("root ::= \"a\"\nlonely ::= \"b\"");
   ASSERT_TRUE(g);

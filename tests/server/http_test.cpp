@@ -366,6 +366,18 @@ TEST(HttpAuth, ApiKeyGuardsV1AndMetricsButNotHealth) {
   EXPECT_EQ(get(s, "/v1/models", "sekret").status, 200);
   EXPECT_EQ(get(s, "/metrics", "sekret").status, 200);
   EXPECT_EQ(post(s, "/v1/chat/completions", chat_body("x", 2), "sekret").status, 200);
+  // The scheme is case-insensitive (RFC 7235); the key is not.
+  auto c = s.client();
+  for (const char* auth : {"bearer sekret", "BEARER sekret", "Bearer  sekret"}) {
+    auto r = c.Get("/v1/models", {{"Authorization", auth}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << auth;
+  }
+  for (const char* auth : {"Bearer SEKRET", "Bearersekret", "Basic sekret", "bearer"}) {
+    auto r = c.Get("/v1/models", {{"Authorization", auth}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << auth;
+  }
 }
 
 // --queue-depth 0: a request that finds no idle slot gets 503 "no idle slot" with Retry-After, before any

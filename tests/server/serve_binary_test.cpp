@@ -172,6 +172,19 @@ TEST(ServeBinary, RefusesATemplateThatCannotRender) {
   close(c.out);
 }
 
+// `serve --help` tells how to authenticate: both headers and the environment variable.
+TEST(ServeBinary, HelpNamesTheAuthHeadersAndEnvironment) {
+  Child c = spawn({"minfer", "serve", "--help"});
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = read(c.out, buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
+  close(c.out);
+  EXPECT_EQ(wait_exit(c.pid, 60), 0);
+  EXPECT_NE(text.find("Authorization: Bearer KEY"), std::string::npos) << text;
+  EXPECT_NE(text.find("x-api-key"), std::string::npos) << text;
+  EXPECT_NE(text.find("MINFER_API_KEY"), std::string::npos) << text;
+}
+
 // Several models: --models-dir plus a repeated -m (one given twice is refused by name), the router flags
 // on the startup line, models loaded on demand, and the refusals of what serves one model only.
 TEST(ServeBinary, SeveralModelsFromAFolderAndRepeatedFlags) {

@@ -1,6 +1,7 @@
 // GBNF text -> rules, following llama.cpp's grammar-parser syntax: `name ::= alternatives`, string
 // literals and character classes with escapes, `.`, groups, `*` `+` `?` `{m}` `{m,}` `{m,n}`, `#` comments.
 // Repetitions become helper rules exactly as llama.cpp expands them, so the language is the same.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -11,6 +12,9 @@ namespace minfer::sampling::grammar {
 namespace {
 
 constexpr int kMaxRepetitions = 10000;  // {m,n} bounds above this are refused (the expansion is linear)
+// Elements all repetitions of one grammar may expand to. Bounds alone do not bound memory: x{10000}{10000}
+// or a long literal repeated copies the item m times and n-m rules of it, so the total is capped too.
+constexpr size_t kMaxExpandedElements = 1000000;
 
 bool is_word_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' || (c >= '0' && c <= '9');
@@ -233,6 +237,15 @@ class Parser {
                             int min_times, int max_times, size_t at) {
     if (last_sym_start == out.size()) return fail(at, "expecting a preceding item to */+/?/{");
     const std::vector<Element> prev(out.begin() + static_cast<ptrdiff_t>(last_sym_start), out.end());
+    // Checked before anything is copied: min_times - 1 inline copies plus one rule per optional copy.
+    const int n_opt = max_times < 0 ? 1 : max_times - min_times;
+    const size_t copies = static_cast<size_t>(std::max(min_times - 1, 0)) + static_cast<size_t>(n_opt);
+    const size_t added = copies * (prev.size() + 3);
+    if (added > kMaxExpandedElements - expanded_) {
+      return fail(at, fmt::format("rule '{}': repetitions expand to more than {} grammar elements", rule_name,
+                                  kMaxExpandedElements));
+    }
+    expanded_ += added;
     if (min_times == 0) {
       out.resize(last_sym_start);
     } else {
@@ -244,7 +257,6 @@ class Parser {
     }
     // x{m,n}: the n-m optional copies nest: opt_k ::= x opt_{k-1} |  ;  x* is rec ::= x rec |
     uint32_t last_rec = 0;
-    const int n_opt = max_times < 0 ? 1 : max_times - min_times;
     for (int i = 0; i < n_opt; ++i) {
       std::vector<Element> rec = prev;
       const uint32_t rec_id = generate_symbol(rule_name);
@@ -382,6 +394,7 @@ class Parser {
   std::string_view src_;
   size_t pos_ = 0;
   int depth_ = 0;                                        // open parenthesized groups
+  size_t expanded_ = 0;                                  // elements added by repetitions so far
   std::unordered_map<std::string, uint32_t> ids_;        // rule name -> id (the first one of that name)
   mutable size_t lc_at_ = 0, lc_line_ = 1, lc_col_ = 1;  // where line_col() stopped
   ParsedGbnf out_;
