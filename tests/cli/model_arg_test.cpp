@@ -502,6 +502,32 @@ TEST_F(ModelArgTest, SessionRefusalsAndFailedSavesExitOne) {
   EXPECT_TRUE(has(r.err, "resumed 2 messages")) << r.err;
 }
 
+TEST_F(ModelArgTest, SpeculationFlagsThatWouldDoNothingAreRefusedByName) {
+  const std::string m = model();
+  Ran r = run_minfer({m, "hi", "-n", "2", "-t", "1", "--spec-draft-n", "3"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(
+      has(r.err, "--spec-draft-n sets the depth of a draft model's rounds and needs --spec-draft MODEL"))
+      << r.err;
+  r = run_minfer({m, "hi", "-n", "2", "-t", "1", "--spec-lookup", "3", "--spec-draft-n", "2"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "(with --spec-lookup N, N is the depth)")) << r.err;
+  r = run_minfer({m, "hi", "-n", "2", "-t", "1", "--spec-draft-adaptive"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--spec-draft-adaptive needs speculative decoding")) << r.err;
+  r = run_minfer({"bench", m, "-p", "1", "-n", "1", "-r", "1", "--spec-draft-adaptive"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--spec-draft-adaptive needs speculative decoding")) << r.err;
+  r = run_minfer({"serve", m, "--port", "0", "--spec-draft-n", "2"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--spec-draft-n sets the depth")) << r.err;
+  // The working forms.
+  r = run_minfer({m, "hi", "-n", "2", "-t", "1", "--spec-lookup", "3", "--spec-draft-adaptive"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = run_minfer({m, "hi", "-n", "2", "-t", "1", "-md", m, "--spec-draft-n", "2"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+
 TEST_F(ModelArgTest, SeedMinusOneIsARandomSeedAsInLlamaCpp) {
   auto ids = [&](const std::string& seed) {
     const Ran r =
