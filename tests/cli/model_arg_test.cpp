@@ -528,6 +528,45 @@ TEST_F(ModelArgTest, SpeculationFlagsThatWouldDoNothingAreRefusedByName) {
   EXPECT_EQ(r.rc, 0) << r.err;
 }
 
+TEST_F(ModelArgTest, QuantizeThreadsSplitSpellingsAndMergeOfASingleFile) {
+  const std::string m = model();
+  for (const char* t : {"0", "1025", "-1"}) {
+    const Ran r = run_minfer({"quantize", m, *dir_ + "/q.gguf", "--type", "q8_0", "-t", t, "-q"});
+    EXPECT_EQ(r.rc, 2) << t;
+    EXPECT_TRUE(has(r.err, "--threads")) << r.err;
+    EXPECT_FALSE(fs::exists(*dir_ + "/q.gguf"));
+  }
+  Ran r = run_minfer({"quantize", m, *dir_ + "/q.gguf", "--type", "q8_0", "-t", "2", "-q"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+
+  // llama-gguf-split's spellings: --split-max-size / --split-max-tensors / --split, and --merge.
+  const std::string parts = *dir_ + "/gs";
+  fs::remove_all(parts);
+  fs::create_directories(parts);
+  r = run_minfer({"split", "--split", "--split-max-tensors", "10", m, parts + "/t"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "wrote part 3/3: " + parts + "/t-00003-of-00003.gguf")) << r.out;
+  r = run_minfer({"split", "--merge", parts + "/t-00002-of-00003.gguf", *dir_ + "/merged.gguf"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(test::read_file(*dir_ + "/merged.gguf"), test::read_file(m));
+  r = run_minfer({"split", "--split-max-size", "40K", m, parts + "/s"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = run_minfer({"split", "--max-tensors", "0", m, parts + "/z"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "--max-tensors")) << r.err;
+  r = run_minfer({"split", "--merge", "--split-max-tensors", "3", m, parts + "/z"});
+  EXPECT_EQ(r.rc, 2);
+  // A file that is not a split part: nothing to merge (it was copied).
+  for (const std::vector<std::string>& merge :
+       {std::vector<std::string>{"merge", m, *dir_ + "/copy.gguf"},
+        std::vector<std::string>{"split", "--merge", m, *dir_ + "/copy.gguf"}}) {
+    r = run_minfer(merge);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_TRUE(has(r.err, "merge: '" + m + "' is not part of a split model (no split.count key)")) << r.err;
+    EXPECT_FALSE(fs::exists(*dir_ + "/copy.gguf"));
+  }
+}
+
 TEST_F(ModelArgTest, SeedMinusOneIsARandomSeedAsInLlamaCpp) {
   auto ids = [&](const std::string& seed) {
     const Ran r =
