@@ -302,7 +302,7 @@ class BlockWriter {
   }
   void tool_use(const ToolCall& c) {
     close();
-    json input = json::parse(c.arguments, nullptr, false);
+    json input = parse_json(c.arguments);
     if (input.is_discarded() || !input.is_object()) input = json::object();
     const std::string id = tool_use_id(c.id);
     content_.push_back({{"type", "tool_use"}, {"id", id}, {"name", c.name}, {"input", input}});
@@ -456,7 +456,7 @@ json anthropic_error_json(int status, const std::string& message) {
 std::optional<ApiError> parse_anthropic_request(std::string_view body, const RequestLimits& limits,
                                                 bool count_tokens, AnthropicRequest* out) {
   *out = AnthropicRequest();
-  json b = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json b = parse_json(body);
   if (b.is_discarded()) return bad_request("the request body is not valid JSON");
   if (!b.is_object()) return bad_request("the request body must be a JSON object");
   if (count_tokens) {
@@ -610,6 +610,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
     return error_reply({529, "the server is draining", "", {}});
   }
   if (!server.ready()) return error_reply({529, "the model is loading", "", {}});
+  if (req.body.empty()) return error_reply(bad_request("the request body is empty: send a JSON object"));
 
   // The model first (it may have to load): its vocabulary and slots bound the request's fields. A body
   // without a model string is parsed against the default model, and parsing refuses it.

@@ -477,7 +477,7 @@ size_t ResponsesStore::size() const {
 std::optional<ApiError> translate_responses_request(std::string_view body, const ResponsesStore& store,
                                                     ResponsesRequest* out) {
   *out = ResponsesRequest();
-  json b = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json b = parse_json(body);
   if (b.is_discarded()) return bad_request("the request body is not valid JSON");
   if (!b.is_object()) return bad_request("the request body must be a JSON object");
 
