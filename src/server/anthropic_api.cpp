@@ -763,21 +763,30 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
     auto send = [&](const json& event) {
       if (ok && !out.write(sse_event(event))) ok = false;
     };
-    send({{"type", "message_start"},
-          {"message",
-           {{"id", id},
-            {"type", "message"},
-            {"role", "assistant"},
-            {"model", model},
-            {"content", json::array()},
-            {"stop_reason", nullptr},
-            {"stop_sequence", nullptr},
-            {"usage",
-             {{"input_tokens", n_prompt},
-              {"cache_creation_input_tokens", 0},
-              {"cache_read_input_tokens", 0},
-              {"output_tokens", 0}}}}}});
-    send({{"type", "ping"}});
+    // message_start waits for the first event: its usage then has the prompt tokens the KV cache
+    // supplied, so a client that keeps message_start's input counts (as the SDKs do) reports the same
+    // usage as the non-streamed answer.
+    bool started = false;
+    auto start = [&](const engine::BatchEvent* first) {
+      if (started) return;
+      started = true;
+      engine::BatchUsage u;
+      u.prompt_tokens = static_cast<int32_t>(n_prompt);
+      if (first != nullptr && first->kind != engine::BatchEvent::Kind::kError) u.cached_tokens = first->usage.cached_tokens;
+      json usage = usage_of(u);
+      usage["output_tokens"] = 0;
+      send({{"type", "message_start"},
+            {"message",
+             {{"id", id},
+              {"type", "message"},
+              {"role", "assistant"},
+              {"model", model},
+              {"content", json::array()},
+              {"stop_reason", nullptr},
+              {"stop_sequence", nullptr},
+              {"usage", std::move(usage)}}}});
+      send({{"type", "ping"}});
+    };
     std::vector<json> events;
     Generation g(reasoning, starts_in_think, tools, tool_format, &events);
     engine::BatchUsage usage;
@@ -789,11 +798,12 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
         if (!out.alive()) ok = false;
         if (++idle_polls >= kPingEveryPolls) {
           idle_polls = 0;
-          send({{"type", "ping"}});
+          if (started) send({{"type", "ping"}});
         }
         continue;
       }
       idle_polls = 0;
+      start(&*ev);
       switch (ev->kind) {
         case engine::BatchEvent::Kind::kToken:
           g.token(*ev);
