@@ -676,6 +676,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
     Generation g(reasoning, starts_in_think, tools, tool_format, nullptr);
     engine::BatchUsage usage;
     Status error;
+    std::optional<ApiError> dead_end;
     bool finished = false;
     auto last_check = std::chrono::steady_clock::now();
     while (!finished) {
@@ -707,6 +708,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
           }
           break;
         case engine::BatchEvent::Kind::kDone:
+          if (!dead_end) dead_end = grammar_dead_end(*ev);
           g.done(*ev);
           break;
         case engine::BatchEvent::Kind::kError:
@@ -720,6 +722,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
     }
     server.add_in_flight(-1);
     if (!error.ok()) return error_reply(failure(error));
+    if (dead_end) return error_reply(*dead_end);
     usage = budget->usage(usage);
     json sequence;
     const std::string stop_reason = g.stop_reason(tok, a.stop_sequences, &sequence);
@@ -822,6 +825,11 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
           }
           break;
         case engine::BatchEvent::Kind::kDone:
+          if (auto e = grammar_dead_end(*ev)) {
+            send(anthropic_error_json(e->status, e->message));
+            failed = true;
+            break;
+          }
           g.done(*ev);
           break;
         case engine::BatchEvent::Kind::kError: {

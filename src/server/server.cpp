@@ -405,6 +405,7 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
   if (!r.stream) {
     engine::BatchUsage usage;
     Status error;
+    std::optional<ApiError> dead_end;
     bool finished = false;
     auto last_check = std::chrono::steady_clock::now();
     while (!finished) {
@@ -429,6 +430,7 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
           break;
         }
         case engine::BatchEvent::Kind::kDone:
+          if (!dead_end) dead_end = grammar_dead_end(*ev);
           // Text held back until the end (a partial stop-string match) comes with kDone.
           if (chat) {
             if (!ev->text.empty()) c.assembler.push(ev->text);
@@ -454,6 +456,7 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
       if (e.status < 500) e = {500, error.message(), "server_error", {}};
       return error_response(e);
     }
+    if (dead_end) return error_response(*dead_end);
     json out_choices = json::array();
     for (int32_t i = 0; i < r.n; ++i) {
       ChoiceState& c = (*choices)[i];
@@ -567,6 +570,12 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
       }
       if (ev->choice < 0 || ev->choice >= n) ev->choice = 0;
       ChoiceState& c = (*choices)[ev->choice];
+      if (failed && ev->kind != engine::BatchEvent::Kind::kFinished) continue;  // the error frame was the end
+      if (auto e = grammar_dead_end(*ev)) {
+        send(sse_data(e->to_json()));
+        failed = true;
+        continue;
+      }
       switch (ev->kind) {
         case engine::BatchEvent::Kind::kToken: {
           Delta d;

@@ -377,6 +377,50 @@ TEST_F(Http, BodilessMultipartAndDeepBodiesAreRefusedByName) {
   EXPECT_EQ(post(*server_, "/v1/chat/completions", chat_body("hi", 2)).status, 200);
 }
 
+// A grammar that keeps 2^n parses open after n 'a's, with 'a' forced: after about 14 tokens the grammar
+// is past its parse bound and allows nothing. Every API reports that dead end as an error, never as a
+// successful answer cut short.
+TEST_F(Http, GrammarDeadEndIsAnErrorInEveryApi) {
+  Reply ids = post(*server_, "/tokenize", R"({"content":"a"})");
+  ASSERT_EQ(ids.status, 200) << ids.raw;
+  ASSERT_EQ(ids.body["tokens"].size(), 1u) << ids.raw;
+  const json fields = {{"grammar", "root ::= r\nr ::= \"a\" r \"b\" | \"a\" r \"c\" | \"\""},
+                       {"logit_bias", {{std::to_string(ids.body["tokens"][0].get<int>()), 100}}},
+                       {"temperature", 0}};
+  const std::string needle = "dead end of the grammar";
+  expect_error(post(*server_, "/v1/chat/completions", chat_body("a", 40, fields)), 400, needle);
+  json completion = fields;
+  completion["prompt"] = "a";
+  completion["max_tokens"] = 40;
+  expect_error(post(*server_, "/v1/completions", completion.dump()), 400, needle);
+  json streamed = fields;
+  streamed["stream"] = true;
+  Streamed s = parse_stream(post(*server_, "/v1/chat/completions", chat_body("a", 40, streamed)).raw);
+  EXPECT_EQ(s.finish, "error");
+
+  json message = fields;
+  message["model"] = "tiny";
+  message["messages"] = {{{"role", "user"}, {"content", "a"}}};
+  message["max_tokens"] = 40;
+  Reply m = post(*server_, "/v1/messages", message.dump());
+  EXPECT_EQ(m.status, 400) << m.raw;
+  EXPECT_NE(m.raw.find(needle), std::string::npos) << m.raw;
+  message["stream"] = true;
+  Reply ms = post(*server_, "/v1/messages", message.dump());
+  EXPECT_NE(ms.raw.find("event: error"), std::string::npos) << ms.raw;
+  EXPECT_EQ(ms.raw.find("message_stop"), std::string::npos) << ms.raw;
+
+  json response = fields;
+  response["input"] = "a";
+  response["max_output_tokens"] = 40;
+  expect_error(post(*server_, "/v1/responses", response.dump()), 400, needle);
+  response["stream"] = true;
+  Reply rs = post(*server_, "/v1/responses", response.dump());
+  EXPECT_NE(rs.raw.find("event: response.failed"), std::string::npos) << rs.raw;
+  EXPECT_NE(rs.raw.find(needle), std::string::npos) << rs.raw;
+  EXPECT_EQ(rs.raw.find("response.completed"), std::string::npos) << rs.raw;
+}
+
 TEST_F(Http, MetricsAreProometheusText) {
   Reply m = get(*server_, "/metrics");
   ASSERT_EQ(m.status, 200);
