@@ -85,6 +85,7 @@ int bench_command(const Args& argv) {
   add_device_options(app, &device);
   add_flash_attn_option(app, &flash_attn);
   if (int code = parse_args(app, argv); code >= 0) return code;
+  if (Status st = check_spec_args(app, spec); !st.ok()) return fail(st);
   auto offload = offload_options(app, device);
   if (!offload.ok()) return fail(offload.status());
   auto taken = take_model(model_arg);

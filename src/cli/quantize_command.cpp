@@ -25,7 +25,9 @@ int quantize_command(const Args& args) {
       ->required();
   app.add_flag("--pure", options.pure,
                "every 2-D weight in the base type (no output/attn_v/ffn_down upgrades)");
-  app.add_option("-t,--threads", options.n_threads, "encoding threads")->capture_default_str();
+  app.add_option("-t,--threads", options.n_threads, "encoding threads (1 to 1024)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   app.add_flag("-q,--quiet", quiet, "no per-tensor lines");
   if (int code = parse_args(app, args); code >= 0) return code;
   auto input = resolve_model_arg(options.input);

@@ -229,6 +229,7 @@ int run_command(const Args& argv) {
   add_device_options(app, &device);
   add_flash_attn_option(app, &flash_attn);
   if (int code = parse_args(app, argv, run_refusals()); code >= 0) return code;
+  if (Status st = check_spec_args(app, spec); !st.ok()) return fail(st);
   auto offload = offload_options(app, device);
   if (!offload.ok()) return fail(offload.status());
   auto model_arg = take_model(model, {&prompt_pos});

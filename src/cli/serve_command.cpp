@@ -217,6 +217,7 @@ int serve_command(const Args& argv) {
   add_device_options(app, &device);
   add_flash_attn_option(app, &flash_attn);
   if (int code = parse_args(app, argv); code >= 0) return code;
+  if (Status st = check_spec_args(app, args.spec); !st.ok()) return fail(st);
   auto offload = offload_options(app, device);
   if (!offload.ok()) return fail(offload.status());
   // Each a path, a split part, a cached short name, or an hf:/ollama: URI (downloaded before the port opens).

@@ -19,6 +19,22 @@ void add_spec_options(CLI::App& app, SpecArgs* args) {
       ->check(CLI::Range(1, engine::kMaxDraftDepth));
 }
 
+Status check_spec_args(const CLI::App& app, const SpecArgs& args) {
+  if (!args.draft_model.empty() && args.lookup_n > 0) {
+    return invalid_argument("--spec-draft and --spec-lookup are exclusive");
+  }
+  if (app.count("--spec-draft-n") > 0 && args.draft_model.empty()) {
+    return invalid_argument(
+        "--spec-draft-n sets the depth of a draft model's rounds and needs --spec-draft MODEL{}",
+        args.lookup_n > 0 ? " (with --spec-lookup N, N is the depth)" : "");
+  }
+  if (args.adaptive && !args.enabled()) {
+    return invalid_argument(
+        "--spec-draft-adaptive needs speculative decoding: --spec-draft MODEL or --spec-lookup N");
+  }
+  return {};
+}
+
 Result<std::unique_ptr<engine::Drafter>> make_drafter(const SpecArgs& args, engine::Engine& target,
                                                       const sampling::SamplerConfig& sampling) {
   if (!args.draft_model.empty() && args.lookup_n > 0) {

@@ -24,6 +24,11 @@ struct SpecArgs {
 
 void add_spec_options(CLI::App& app, SpecArgs* args);
 
+// After parsing: refuses, naming the flag, a speculation flag that the others make a no-op:
+// --spec-draft-n without --spec-draft (with --spec-lookup N, N is the depth), --spec-draft-adaptive
+// without --spec-draft or --spec-lookup, and --spec-draft with --spec-lookup.
+Status check_spec_args(const CLI::App& app, const SpecArgs& args);
+
 // The drafter the flags ask for: a draft model loaded with the target's context and threads (its
 // vocabulary must equal the target's), or prompt lookup; nullptr when speculation is off. Refuses both
 // at once, and mirostat.

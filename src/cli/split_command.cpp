@@ -1,5 +1,5 @@
 // `minfer split IN.gguf OUT_PREFIX --max-size 200M | --max-tensors N` and `minfer merge PART OUT.gguf`:
-// llama-gguf-split's split and merge (library code in tools/split).
+// llama-gguf-split's split and merge (library code in tools/split), with its flag spellings.
 #include <fmt/format.h>
 
 #include "cli/cli_app.h"
@@ -8,18 +8,37 @@
 namespace minfer::cli {
 
 int split_command(const Args& args) {
-  CLI::App app("Split a GGUF model into parts as llama-gguf-split does (tensors whole, bytes verbatim).",
-               "minfer split");
+  CLI::App app(
+      "Split a GGUF model into parts as llama-gguf-split does (tensors whole, bytes verbatim). "
+      "llama-gguf-split's spellings work too: --split-max-size, --split-max-tensors, --split, and "
+      "--merge FIRST_PART OUT.gguf (the same as `minfer merge`).",
+      "minfer split");
   tools::SplitOptions options;
   std::string max_size;
-  app.add_option("input", options.input, "GGUF model (a single file; a cached name, hf: or ollama: work too)")->required();
-  app.add_option("output_prefix", options.output_prefix, "parts are OUT_PREFIX-00001-of-0000K.gguf")
+  bool split = false, merge = false;
+  app.add_option("input", options.input,
+                 "GGUF model (a single file; a cached name, hf: or ollama: work too); with --merge, any part")
       ->required();
-  auto* size =
-      app.add_option("--max-size", max_size, "largest tensor data per part: N, NK, NM, NG (powers of 1000)");
-  auto* tensors = app.add_option("--max-tensors", options.max_tensors, "most tensors per part");
+  app.add_option("output_prefix", options.output_prefix,
+                 "parts are OUT_PREFIX-00001-of-0000K.gguf; with --merge, the merged GGUF file")
+      ->required();
+  auto* size = app.add_option("--max-size,--split-max-size", max_size,
+                              "largest tensor data per part: N, NK, NM, NG (powers of 1000)");
+  auto* tensors =
+      app.add_option("--max-tensors,--split-max-tensors", options.max_tensors, "most tensors per part")
+          ->check(CLI::Range(1, 1 << 30));
   size->excludes(tensors);
+  auto* split_flag =
+      app.add_flag("--split", split, "split (the default operation, as llama-gguf-split's --split)");
+  auto* merge_flag =
+      app.add_flag("--merge", merge, "merge the parts of INPUT into OUTPUT instead of splitting");
+  merge_flag->excludes(split_flag)->excludes(size)->excludes(tensors);
   if (int code = parse_args(app, args); code >= 0) return code;
+  if (merge) {
+    if (Status s = tools::merge_model(options.input, options.output_prefix); !s.ok()) return fail(s);
+    fmt::print("wrote {}\n", options.output_prefix);
+    return 0;
+  }
   auto input = resolve_model_arg(options.input);
   if (!input.ok()) return fail(input.status());
   options.input = *input;

@@ -103,7 +103,7 @@ struct BatchEvent {
   std::vector<TopLogprob> top;  // the n_top_logprobs most likely tokens, most likely first
   std::string finish_reason;    // kDone: "stop" (end of generation or a stop string), "length", "grammar"
   std::string detail;           // kDone with "grammar": the sampler's message
-  BatchUsage usage;             // kFinished
+  BatchUsage usage;             // kFinished; kToken and kDone: so far (prompt and cached tokens are final)
   Status error;                 // kError
 };
 

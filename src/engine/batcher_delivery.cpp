@@ -64,6 +64,7 @@ bool Batcher::Impl::take_token(Slot& slot, Result<int32_t> token, std::span<cons
   ev.kind = BatchEvent::Kind::kToken;
   ev.choice = slot.choice;
   ev.token = *token;
+  ev.usage = job.usage;
   if (job.req.n_top_logprobs >= 0) fill_logprobs(row, *token, job.req.n_top_logprobs, &ev);
   bool stopped = false;
   ev.text = slot.stops->push(slot.detok->push(*token), &stopped);

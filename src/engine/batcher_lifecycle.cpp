@@ -41,6 +41,7 @@ void Batcher::Impl::finish_choice(Slot& slot, const std::string& reason, std::st
   ev.finish_reason = reason;
   ev.text = std::move(text);
   ev.detail = std::move(detail);
+  ev.usage = job->usage;
   job->handle->push(std::move(ev));
   release(slot);
   if (--job->choices_open == 0) complete_job(*job);

@@ -302,7 +302,7 @@ class BlockWriter {
   }
   void tool_use(const ToolCall& c) {
     close();
-    json input = json::parse(c.arguments, nullptr, false);
+    json input = parse_json(c.arguments);
     if (input.is_discarded() || !input.is_object()) input = json::object();
     const std::string id = tool_use_id(c.id);
     content_.push_back({{"type", "tool_use"}, {"id", id}, {"name", c.name}, {"input", input}});
@@ -456,7 +456,7 @@ json anthropic_error_json(int status, const std::string& message) {
 std::optional<ApiError> parse_anthropic_request(std::string_view body, const RequestLimits& limits,
                                                 bool count_tokens, AnthropicRequest* out) {
   *out = AnthropicRequest();
-  json b = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json b = parse_json(body);
   if (b.is_discarded()) return bad_request("the request body is not valid JSON");
   if (!b.is_object()) return bad_request("the request body must be a JSON object");
   if (count_tokens) {
@@ -610,6 +610,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
     return error_reply({529, "the server is draining", "", {}});
   }
   if (!server.ready()) return error_reply({529, "the model is loading", "", {}});
+  if (req.body.empty()) return error_reply(bad_request("the request body is empty: send a JSON object"));
 
   // The model first (it may have to load): its vocabulary and slots bound the request's fields. A body
   // without a model string is parsed against the default model, and parsing refuses it.
@@ -675,6 +676,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
     Generation g(reasoning, starts_in_think, tools, tool_format, nullptr);
     engine::BatchUsage usage;
     Status error;
+    std::optional<ApiError> dead_end;
     bool finished = false;
     auto last_check = std::chrono::steady_clock::now();
     while (!finished) {
@@ -706,6 +708,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
           }
           break;
         case engine::BatchEvent::Kind::kDone:
+          if (!dead_end) dead_end = grammar_dead_end(*ev);
           g.done(*ev);
           break;
         case engine::BatchEvent::Kind::kError:
@@ -719,6 +722,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
     }
     server.add_in_flight(-1);
     if (!error.ok()) return error_reply(failure(error));
+    if (dead_end) return error_reply(*dead_end);
     usage = budget->usage(usage);
     json sequence;
     const std::string stop_reason = g.stop_reason(tok, a.stop_sequences, &sequence);
@@ -762,21 +766,30 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
     auto send = [&](const json& event) {
       if (ok && !out.write(sse_event(event))) ok = false;
     };
-    send({{"type", "message_start"},
-          {"message",
-           {{"id", id},
-            {"type", "message"},
-            {"role", "assistant"},
-            {"model", model},
-            {"content", json::array()},
-            {"stop_reason", nullptr},
-            {"stop_sequence", nullptr},
-            {"usage",
-             {{"input_tokens", n_prompt},
-              {"cache_creation_input_tokens", 0},
-              {"cache_read_input_tokens", 0},
-              {"output_tokens", 0}}}}}});
-    send({{"type", "ping"}});
+    // message_start waits for the first event: its usage then has the prompt tokens the KV cache
+    // supplied, so a client that keeps message_start's input counts (as the SDKs do) reports the same
+    // usage as the non-streamed answer.
+    bool started = false;
+    auto start = [&](const engine::BatchEvent* first) {
+      if (started) return;
+      started = true;
+      engine::BatchUsage u;
+      u.prompt_tokens = static_cast<int32_t>(n_prompt);
+      if (first != nullptr && first->kind != engine::BatchEvent::Kind::kError) u.cached_tokens = first->usage.cached_tokens;
+      json usage = usage_of(u);
+      usage["output_tokens"] = 0;
+      send({{"type", "message_start"},
+            {"message",
+             {{"id", id},
+              {"type", "message"},
+              {"role", "assistant"},
+              {"model", model},
+              {"content", json::array()},
+              {"stop_reason", nullptr},
+              {"stop_sequence", nullptr},
+              {"usage", std::move(usage)}}}});
+      send({{"type", "ping"}});
+    };
     std::vector<json> events;
     Generation g(reasoning, starts_in_think, tools, tool_format, &events);
     engine::BatchUsage usage;
@@ -788,11 +801,12 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
         if (!out.alive()) ok = false;
         if (++idle_polls >= kPingEveryPolls) {
           idle_polls = 0;
-          send({{"type", "ping"}});
+          if (started) send({{"type", "ping"}});
         }
         continue;
       }
       idle_polls = 0;
+      start(&*ev);
       switch (ev->kind) {
         case engine::BatchEvent::Kind::kToken:
           g.token(*ev);
@@ -811,6 +825,11 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
           }
           break;
         case engine::BatchEvent::Kind::kDone:
+          if (auto e = grammar_dead_end(*ev)) {
+            send(anthropic_error_json(e->status, e->message));
+            failed = true;
+            break;
+          }
           g.done(*ev);
           break;
         case engine::BatchEvent::Kind::kError: {

@@ -1,4 +1,5 @@
 #include "server/embeddings.h"
+#include "server/sse.h"
 
 #include <cmath>
 #include <bit>
@@ -130,7 +131,7 @@ HttpResponse embeddings_response(const HttpRequest& req, Embedder* embedder, con
         bad_request("this server does not serve embeddings: start `minfer serve` with --embeddings (the model "
                     "is loaded for generation)"));
   }
-  const json b = json::parse(req.body, nullptr, false);
+  const json b = parse_json(req.body);
   if (b.is_discarded() || !b.is_object())
     return Server::error_response(bad_request("the request body is not a valid JSON object"));
   if (!b.contains("input")) return Server::error_response(bad_request("'input' is required", "input"));

@@ -89,6 +89,36 @@ class SinkStream : public ResponseStream {
   bool ok_ = true;
 };
 
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  }
+  return true;
+}
+
+// Connection threads beyond the requests the caller sized n_threads for: an idle keep-alive connection or
+// a slow sender holds a thread until its timeout, and must not keep a real request waiting.
+constexpr int kIdleConnectionThreads = 64;
+constexpr time_t kReadTimeoutSeconds = 10;  // a client silent this long mid-request is dropped
+
+// The error body for a status the transport answers itself (413, 415, malformed HTTP): the OpenAI error
+// object, or Anthropic's on the /v1/messages routes.
+void set_transport_error(const std::string& path, int status, const std::string& message,
+                         httplib::Response& res) {
+  res.status = status;
+  if (path.rfind("/v1/messages", 0) == 0) {
+    res.set_content(dump_json(anthropic_error_json(status, message)), "application/json");
+    return;
+  }
+  ApiError e;
+  e.status = status;
+  e.message = message;
+  if (status >= 500) e.type = "server_error";
+  res.set_content(dump_json(e.to_json()), "application/json");
+}
+
 }  // namespace
 
 Result<size_t> parse_byte_size(const std::string& text) {
@@ -114,6 +144,7 @@ Result<size_t> parse_byte_size(const std::string& text) {
 
 struct HttpServer::Impl {
   httplib::Server http;
+  std::function<void(int)> count_error;  // statuses >= 400 the transport answers without the route
   int port = 0;
   // stop() may come before run() has started listening: it must neither be lost nor wait forever.
   std::mutex mu;
@@ -162,25 +193,32 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Server& server, const HttpO
   Server* srv = &server;
   return bind(
       [srv](const HttpRequest& r, const std::function<bool()>& alive) { return srv->handle(r, alive); },
-      options);
+      options, [srv](int status) { srv->count_error(status); });
 }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::bind(Handler route, const HttpOptions& options) {
+  return bind(std::move(route), options, nullptr);
+}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::bind(Handler route, const HttpOptions& options,
+                                                     std::function<void(int)> count_error) {
   auto impl = std::make_unique<Impl>();
+  impl->count_error = std::move(count_error);
   httplib::Server& http = impl->http;
-  const int n_threads = std::max(2, options.n_threads);
+  const int n_threads = std::max(2, options.n_threads) + kIdleConnectionThreads;
   http.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
   http.set_payload_max_length(options.max_body);
   http.set_tcp_nodelay(true);
   http.set_keep_alive_timeout(5);
-  http.set_read_timeout(30, 0);
+  http.set_read_timeout(kReadTimeoutSeconds, 0);
   http.set_write_timeout(30, 0);
 
-  auto handler = [route = std::move(route)](const httplib::Request& req, httplib::Response& res) {
+  auto handler = [route = std::move(route)](const httplib::Request& req, std::string body,
+                                            httplib::Response& res) {
     HttpRequest r;
     r.method = req.method;
     r.path = req.path;
-    r.body = req.body;
+    r.body = std::move(body);
     for (const auto& [k, v] : req.headers) r.headers.emplace(lower(k), v);
     int fd = -2;  // looked up on first use
     auto alive = [&]() {
@@ -206,32 +244,114 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Handler route, const HttpOp
       res.set_content(out.body, out.content_type);
     }
   };
-  const std::string any = ".*";
-  http.Get(any, handler);
-  http.Post(any, handler);
-  http.Put(any, handler);
-  http.Patch(any, handler);
-  http.Delete(any, handler);
-  http.Options(any, handler);
-  // Statuses httplib answers itself (413 over --max-body, 400 malformed HTTP, 404 unknown method)
-  // still carry the OpenAI error object (Anthropic's on /v1/messages).
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (req.path.rfind("/v1/messages", 0) == 0) {  // the Anthropic routes answer in Anthropic's shape
-      const std::string message = res.status == 413 ? "the request body is larger than --max-body"
-                                                     : fmt::format("HTTP status {}", res.status);
-      res.set_content(dump_json(anthropic_error_json(res.status, message)), "application/json");
+  // Requests that carry a body are read here, not by httplib, which would hold any chunked or decompressed
+  // body in memory whatever its size and wait for the peer to close a body without a length.
+  const size_t max_body = options.max_body;
+  Impl* state = impl.get();
+  auto refuse = [state](const httplib::Request& req, httplib::Response& res, int status,
+                        const std::string& message, bool close) {
+    set_transport_error(req.path, status, message, res);
+    if (close) res.set_header("Connection", "close");  // the rest of the body was not read
+    if (state->count_error) state->count_error(status);
+  };
+  auto with_body = [handler, max_body, refuse](const httplib::Request& req, httplib::Response& res,
+                                               const httplib::ContentReader& reader) {
+    const std::string transfer = req.get_header_value("Transfer-Encoding");
+    const bool chunked = iequals(transfer, "chunked");
+    if (!transfer.empty() && !chunked) {
+      refuse(req, res, 501, fmt::format("Transfer-Encoding '{}' is not supported (only chunked)", transfer),
+             true);
       return;
     }
-    ApiError e;
-    e.status = res.status;
-    if (res.status == 413) {
-      e.message = "the request body is larger than --max-body";
-    } else {
-      e.message = res.status == 400 ? "malformed HTTP request" : fmt::format("HTTP status {}", res.status);
-      e.type = res.status >= 500 ? "server_error" : "invalid_request_error";
+    // RFC 9112 §6.3: a request with neither Content-Length nor chunked framing has no body. Answered now,
+    // not after the peer closes (a client that sends a body anyway gets the same 400).
+    if (!chunked && !req.has_header("Content-Length")) {
+      if (req.method == "POST") {
+        refuse(req, res, 400,
+               "a POST needs a body: send it with Content-Length (or Transfer-Encoding: chunked)", true);
+        return;
+      }
+      handler(req, std::string(), res);
+      return;
     }
-    res.set_content(dump_json(e.to_json()), "application/json");
+    const std::string type = lower(req.get_header_value("Content-Type"));
+    const std::string encoding = lower(req.get_header_value("Content-Encoding"));
+    const bool known_encoding = encoding.empty() || encoding == "identity" || encoding == "gzip" ||
+                                encoding == "deflate" || encoding == "br";
+    // Read everything (the connection stays usable), keep at most max_body bytes after decompression.
+    std::string body;
+    bool over = false;
+    auto keep = [&](const char* data, size_t n) {
+      if (over || body.size() + n > max_body) {
+        over = true;
+        body.clear();
+        return true;  // discard the rest
+      }
+      body.append(data, n);
+      return true;
+    };
+    if (type.rfind("multipart/", 0) == 0) {
+      const bool read_ok = reader([](const httplib::MultipartFormData&) { return true; },
+                                  [](const char*, size_t) { return true; });
+      refuse(req, res, 415, "multipart bodies are not supported: send the request as application/json",
+             !read_ok);
+      return;
+    }
+    const bool read_ok = reader(keep);
+    // Over the limit, the body was read to its end (httplib skips a too-long Content-Length, `keep`
+    // discards the rest of a chunked or decompressed one): the connection stays in step.
+    if (res.status == 413 || (read_ok && over)) {
+      refuse(req, res, 413,
+             fmt::format("the request body is larger than --max-body ({} bytes{})", max_body,
+                         encoding.empty() || encoding == "identity" ? "" : " once decompressed"),
+             false);
+      return;
+    }
+    if (!read_ok) {
+      if (res.status == 415 || !known_encoding) {
+        refuse(req, res, 415, fmt::format("Content-Encoding '{}' is not supported", encoding), true);
+      } else {
+        refuse(req, res, 400,
+               "the request body could not be read (malformed chunked framing or compressed data)", true);
+      }
+      return;
+    }
+    if (!known_encoding) {
+      refuse(req, res, 415,
+             fmt::format("Content-Encoding '{}' is not supported (use gzip, deflate or br)", encoding),
+             false);
+      return;
+    }
+    if (json_too_deep(body)) {
+      refuse(req, res, 400,
+             fmt::format("the request body nests arrays or objects deeper than {} levels", kMaxJsonDepth),
+             false);
+      return;
+    }
+    res.status = 200;  // httplib's read may have set an error status
+    handler(req, std::move(body), res);
+  };
+  const std::string any = ".*";
+  auto without_body = [handler](const httplib::Request& req, httplib::Response& res) {
+    handler(req, std::string(), res);
+  };
+  http.Get(any, without_body);
+  http.Options(any, without_body);
+  http.Post(any, with_body);
+  http.Put(any, with_body);
+  http.Patch(any, with_body);
+  http.Delete(any, with_body);
+  // Statuses httplib answers itself (400 malformed HTTP, 404 unknown method, 414) still carry the OpenAI
+  // error object (Anthropic's on /v1/messages), and count in /metrics.
+  http.set_error_handler([state](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const int status = res.status;
+    set_transport_error(req.path, status,
+                        status == 413   ? "the request body is larger than --max-body"
+                        : status == 400 ? "malformed HTTP request"
+                                        : fmt::format("HTTP status {}", status),
+                        res);
+    if (state->count_error) state->count_error(status);
   });
 
   const int port = options.port == 0 ? http.bind_to_any_port(options.host)

@@ -1,6 +1,8 @@
 // The HTTP transport under the Server: cpp-httplib (Debian's libcpp-httplib) listens, reads requests
-// (bodies over --max-body are refused with 413 before they are read), and pumps streamed responses as
-// chunked text/event-stream. This is the only place that includes the HTTP library.
+// (bodies over --max-body, also chunked or once decompressed, are refused with 413 and never held in
+// memory; multipart is 415; a POST without a body is 400 at once), and pumps streamed responses as
+// chunked text/event-stream. A client silent for 10 s mid-request is dropped. This is the only place that
+// includes the HTTP library.
 //
 //   auto http = HttpServer::bind(server, {.host = "127.0.0.1", .port = 0});   // port 0: ephemeral
 //   fmt::print("listening on {}\n", (*http)->port());
@@ -21,7 +23,8 @@ struct HttpOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   size_t max_body = 8u << 20;  // bytes
-  int n_threads = 16;          // connection threads (each open connection holds one)
+  int n_threads = 16;          // connection threads for requests (each open connection holds one); 64
+                               // more are kept for idle keep-alive connections and slow senders
 };
 
 class HttpServer {
@@ -32,6 +35,9 @@ class HttpServer {
   // connection threads, with a probe that turns false once the client hung up.
   using Handler = std::function<HttpResponse(const HttpRequest&, const std::function<bool()>& client_alive)>;
   static Result<std::unique_ptr<HttpServer>> bind(Handler handler, const HttpOptions& options);
+  // As above; `count_error` hears each error status the transport answers without calling `handler`.
+  static Result<std::unique_ptr<HttpServer>> bind(Handler handler, const HttpOptions& options,
+                                                  std::function<void(int)> count_error);
   ~HttpServer();
 
   int port() const;

@@ -2,6 +2,7 @@
 // follow OpenAI; extensions follow llama-server (top_k, min_p, typical_p, repeat_penalty, dry_*, xtc_*,
 // mirostat*, grammar, json_schema, chat_template_kwargs, n_predict).
 #include "server/openai_request.h"
+#include "server/sse.h"
 
 #include <cmath>
 #include <limits>
@@ -93,7 +94,7 @@ Err range(const char* key, double v, double lo, double hi, bool lo_open = false)
 }
 
 Err parse_json_body(std::string_view body, json* out) {
-  *out = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  *out = parse_json(body);
   if (out->is_discarded()) return bad_request("the request body is not valid JSON");
   if (!out->is_object()) return bad_request("the request body must be a JSON object");
   return {};
@@ -338,7 +339,7 @@ Err normalise_tool_calls(const json& calls, size_t i, json* out) {
     json args = fn->contains("arguments") ? (*fn)["arguments"] : json::object();
     if (args.is_string()) {
       // Templates render arguments as an object (Qwen2.5 pipes them through tojson).
-      json parsed = json::parse(args.get<std::string>(), nullptr, false);
+      json parsed = parse_json(args.get<std::string>());
       if (!parsed.is_discarded()) args = parsed;
     }
     json item = {{"type", "function"}, {"function", {{"name", (*fn)["name"]}, {"arguments", args}}}};

@@ -53,6 +53,13 @@ std::string finish_reason(const std::string& batcher_reason, bool has_tool_calls
   return "stop";
 }
 
+
+std::optional<ApiError> grammar_dead_end(const engine::BatchEvent& done) {
+  if (done.kind != engine::BatchEvent::Kind::kDone || done.finish_reason != "grammar") return std::nullopt;
+  return bad_request(fmt::format("generation reached a dead end of the grammar: {}",
+                                 done.detail.empty() ? "no token is allowed" : done.detail));
+}
+
 json usage_json(const engine::BatchUsage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},

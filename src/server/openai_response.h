@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/batcher.h"
+#include "server/api_error.h"
 #include "server/reasoning.h"
 #include "server/tool_calls.h"
 
@@ -51,9 +53,14 @@ class ChoiceAssembler {
   std::vector<ToolCall> calls_;
 };
 
-// OpenAI finish_reason for a batcher reason: "length" stays, "stop"/"grammar" are "stop", and any
-// parsed tool call makes it "tool_calls".
+// OpenAI finish_reason for a batcher reason: "length" stays, "stop" is "stop", and any parsed tool call
+// makes it "tool_calls" ("grammar" never gets here: grammar_dead_end).
 std::string finish_reason(const std::string& batcher_reason, bool has_tool_calls);
+
+// A choice the batcher ended because its grammar allowed no further token (reason "grammar"): the answer
+// is cut short of what the grammar promised, so every API reports it as a 400 naming the dead end, never
+// as a successful answer. nullopt for a kDone with any other reason.
+std::optional<ApiError> grammar_dead_end(const engine::BatchEvent& done);
 
 nlohmann::ordered_json usage_json(const engine::BatchUsage& usage);
 nlohmann::ordered_json tool_calls_json(const std::vector<ToolCall>& calls, int32_t first_index,

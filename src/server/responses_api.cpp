@@ -399,6 +399,7 @@ class OutputBuilder {
 struct Outcome {
   engine::BatchUsage usage;
   Status error;
+  std::optional<ApiError> dead_end;  // the grammar allowed no further token (a 400)
   std::string finish;
   bool cancelled = false;
   int64_t reasoning_tokens = 0;
@@ -433,6 +434,7 @@ Outcome pump(engine::RequestHandle& handle, ChoiceAssembler& assembler, OutputBu
         if (!ev->text.empty()) builder.push(assembler.push(ev->text));
         builder.push(assembler.finish());
         o.finish = ev->finish_reason;
+        if (!o.dead_end) o.dead_end = grammar_dead_end(*ev);
         break;
       case engine::BatchEvent::Kind::kError:
         o.error = ev->error;
@@ -477,7 +479,7 @@ size_t ResponsesStore::size() const {
 std::optional<ApiError> translate_responses_request(std::string_view body, const ResponsesStore& store,
                                                     ResponsesRequest* out) {
   *out = ResponsesRequest();
-  json b = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json b = parse_json(body);
   if (b.is_discarded()) return bad_request("the request body is not valid JSON");
   if (!b.is_object()) return bad_request("the request body must be a JSON object");
 
@@ -777,6 +779,7 @@ HttpResponse Server::responses_create(const HttpRequest& req, const std::functio
       if (e.status < 500) e = {500, o.error.message(), "server_error", {}};
       return error_response(e);
     }
+    if (o.dead_end) return error_response(*o.dead_end);
     builder.finish(o.finish == "length");
     HttpResponse res;
     res.body = dump_json(conclude(rr, builder, o));
@@ -822,9 +825,9 @@ HttpResponse Server::responses_create(const HttpRequest& req, const std::functio
       handle->cancel();
       return;
     }
-    if (!o.error.ok()) {
-      ApiError e = api_error_from_status(o.error);
-      if (e.status < 500) e = {500, o.error.message(), "server_error", {}};
+    if (!o.error.ok() || o.dead_end) {
+      ApiError e = o.dead_end ? *o.dead_end : api_error_from_status(o.error);
+      if (!o.dead_end && e.status < 500) e = {500, o.error.message(), "server_error", {}};
       builder.finish(false);
       json failed = response_object(id, created, model, fields, "failed", builder.output(),
                                     usage_object(o.usage, o.reasoning_tokens),

@@ -87,7 +87,7 @@ void Server::set_router(std::unique_ptr<ModelRouter> router) {
 std::shared_ptr<ModelLease> Server::lease_for(const std::string& body,
                                               const std::function<bool()>& client_alive,
                                               ApiError* error) const {
-  const json b = json::parse(body, nullptr, false);
+  const json b = parse_json(body);
   std::string name;
   if (b.is_object() && b.contains("model") && b["model"].is_string()) name = b["model"].get<std::string>();
   return router_->acquire(name, client_alive, error);
@@ -207,6 +207,8 @@ HttpResponse Server::route(const HttpRequest& req, const std::function<bool()>& 
     return error_response({503, "draining", "unavailable_error", {}});
   }
   if (!ready()) return error_response({503, "loading model", "unavailable_error", {}});
+  if (m == "POST" && req.body.empty())
+    return error_response(bad_request("the request body is empty: send a JSON object"));
   if (path == "/v1/models") return models("");
   if (path == "/v1/models/") return models(p.substr(path.size()));
   if (path == "/v1/chat/completions" || path == "/chat/completions")
@@ -268,7 +270,7 @@ HttpResponse Server::models(const std::string& id) {
 }
 
 HttpResponse Server::tokenize(const HttpRequest& req, const std::function<bool()>& client_alive) {
-  json b = json::parse(req.body, nullptr, false);
+  json b = parse_json(req.body);
   if (b.is_discarded() || !b.is_object())
     return error_response(bad_request("the request body is not a valid JSON object"));
   if (!b.contains("content") || !b["content"].is_string())
@@ -300,7 +302,7 @@ HttpResponse Server::tokenize(const HttpRequest& req, const std::function<bool()
 }
 
 HttpResponse Server::detokenize(const HttpRequest& req, const std::function<bool()>& client_alive) {
-  json b = json::parse(req.body, nullptr, false);
+  json b = parse_json(req.body);
   if (b.is_discarded() || !b.is_object())
     return error_response(bad_request("the request body is not a valid JSON object"));
   if (!b.contains("tokens") || !b["tokens"].is_array())
@@ -403,6 +405,7 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
   if (!r.stream) {
     engine::BatchUsage usage;
     Status error;
+    std::optional<ApiError> dead_end;
     bool finished = false;
     auto last_check = std::chrono::steady_clock::now();
     while (!finished) {
@@ -427,6 +430,7 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
           break;
         }
         case engine::BatchEvent::Kind::kDone:
+          if (!dead_end) dead_end = grammar_dead_end(*ev);
           // Text held back until the end (a partial stop-string match) comes with kDone.
           if (chat) {
             if (!ev->text.empty()) c.assembler.push(ev->text);
@@ -452,6 +456,7 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
       if (e.status < 500) e = {500, error.message(), "server_error", {}};
       return error_response(e);
     }
+    if (dead_end) return error_response(*dead_end);
     json out_choices = json::array();
     for (int32_t i = 0; i < r.n; ++i) {
       ChoiceState& c = (*choices)[i];
@@ -565,6 +570,12 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
       }
       if (ev->choice < 0 || ev->choice >= n) ev->choice = 0;
       ChoiceState& c = (*choices)[ev->choice];
+      if (failed && ev->kind != engine::BatchEvent::Kind::kFinished) continue;  // the error frame was the end
+      if (auto e = grammar_dead_end(*ev)) {
+        send(sse_data(e->to_json()));
+        failed = true;
+        continue;
+      }
       switch (ev->kind) {
         case engine::BatchEvent::Kind::kToken: {
           Delta d;

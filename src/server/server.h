@@ -123,6 +123,8 @@ class Server {
   // Request accounting for /metrics, for routes outside this file.
   void add_in_flight(int64_t delta) { in_flight_.fetch_add(delta); }
   void add_rejected() { rejected_.fetch_add(1); }
+  // An error status the HTTP layer answered itself (413, 415, malformed HTTP), for /metrics.
+  void count_error(int status) { (status >= 500 ? errors_5xx_ : errors_4xx_).fetch_add(1); }
   // The /metrics text (never waits on the model).
   std::string metrics_text() const;
 

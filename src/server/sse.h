@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -16,5 +17,14 @@ inline std::string sse_done() {
 
 // Compact JSON dump used by every response body (same UTF-8 replacement rule as sse_data).
 std::string dump_json(const nlohmann::ordered_json& j);
+
+// Arrays and objects nested deeper than this are refused: nlohmann's copy, dump and destruction recurse
+// once per level, and a request of a few hundred kilobytes of '[' overflowed the stack.
+constexpr int kMaxJsonDepth = 256;
+// True when `text` opens more than `max_depth` arrays/objects at once (strings are skipped). Linear.
+bool json_too_deep(std::string_view text, int max_depth = kMaxJsonDepth);
+// The server's only JSON parser: non-throwing, and a discarded value for invalid JSON or JSON nested
+// deeper than kMaxJsonDepth.
+nlohmann::ordered_json parse_json(std::string_view text);
 
 }  // namespace minfer::server

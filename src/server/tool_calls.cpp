@@ -1,5 +1,6 @@
 // Tool-call extraction in each family's syntax and the GBNF that forces a call (see tool_calls.h).
 #include "server/tool_calls.h"
+#include "server/sse.h"
 
 #include <atomic>
 #include <cctype>
@@ -40,7 +41,7 @@ bool only_keys(const nlohmann::ordered_json& j, std::initializer_list<std::strin
 // Llama 3's bare-JSON call: {"name", "parameters"} (llama.cpp also takes "arguments" and a leading
 // "type": "function"); anything else is a JSON answer, not a call.
 bool parse_llama3_object(std::string_view text, ToolCall* call) {
-  auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto j = parse_json(text);
   if (j.is_discarded() || !j.is_object() || !only_keys(j, {"type", "name", "parameters", "arguments"}))
     return false;
   if (!j.contains("parameters") && !j.contains("arguments")) return false;
@@ -88,7 +89,7 @@ bool parse_builtin_call(std::string_view text, ToolCall* call) {
         break;
       }
     }
-    auto value = nlohmann::ordered_json::parse(trim(args.substr(0, end)), nullptr, false);
+    auto value = parse_json(trim(args.substr(0, end)));
     if (value.is_discarded() || value.is_structured()) return false;
     obj[key] = std::move(value);
     args = end < args.size() ? args.substr(end + 1) : std::string_view();
@@ -101,7 +102,7 @@ bool parse_builtin_call(std::string_view text, ToolCall* call) {
 
 // Mistral's `[{"name": ..., "arguments": ..., "id"?: ...}, ...]`: every item a call, or none is.
 bool parse_mistral_array(std::string_view text, std::vector<ToolCall>* calls) {
-  auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto j = parse_json(text);
   if (j.is_discarded() || !j.is_array() || j.empty()) return false;
   std::vector<ToolCall> out;
   for (const auto& item : j) {
@@ -152,7 +153,7 @@ std::string make_mistral_tool_call_id() {
 }
 
 bool parse_tool_call_body(std::string_view body, ToolCall* call) {
-  auto j = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  auto j = parse_json(body);
   if (j.is_discarded() || !j.is_object()) return false;
   auto name = j.find("name");
   if (name == j.end() || !name->is_string() || name->get<std::string>().empty()) return false;

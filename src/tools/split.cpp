@@ -116,6 +116,10 @@ Result<std::vector<std::string>> split_model(const SplitOptions& options) {
 
 Status merge_model(const std::string& any_part, const std::string& output) {
   MINFER_ASSIGN_OR_RETURN(gguf::File in, gguf::File::open(any_part));
+  if (!in.metadata().contains(gguf::kSplitCountKey)) {
+    return invalid_argument("merge: '{}' is not part of a split model (no {} key): nothing to merge",
+                            any_part, gguf::kSplitCountKey);
+  }
   for (size_t i = 0; i < in.n_parts(); ++i) {
     if (same_file(in.part_path(i), output))
       return invalid_argument("merge: output '{}' is one of the parts", output);

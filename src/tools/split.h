@@ -39,7 +39,8 @@ Result<uint64_t> parse_split_size(const std::string& text);
 Result<std::vector<std::string>> split_model(const SplitOptions& options);
 
 // Joins the parts of a split model (any part's path names the set) into one file at `output`, without
-// the split.* keys: the inverse of split_model. Refuses an output that is one of the parts.
+// the split.* keys: the inverse of split_model. Refuses an output that is one of the parts, and a file
+// that is not part of a split model (no split.count), naming it.
 Status merge_model(const std::string& any_part, const std::string& output);
 
 }  // namespace minfer::tools

@@ -502,6 +502,71 @@ TEST_F(ModelArgTest, SessionRefusalsAndFailedSavesExitOne) {
   EXPECT_TRUE(has(r.err, "resumed 2 messages")) << r.err;
 }
 
+TEST_F(ModelArgTest, SpeculationFlagsThatWouldDoNothingAreRefusedByName) {
+  const std::string m = model();
+  Ran r = run_minfer({m, "hi", "-n", "2", "-t", "1", "--spec-draft-n", "3"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(
+      has(r.err, "--spec-draft-n sets the depth of a draft model's rounds and needs --spec-draft MODEL"))
+      << r.err;
+  r = run_minfer({m, "hi", "-n", "2", "-t", "1", "--spec-lookup", "3", "--spec-draft-n", "2"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "(with --spec-lookup N, N is the depth)")) << r.err;
+  r = run_minfer({m, "hi", "-n", "2", "-t", "1", "--spec-draft-adaptive"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--spec-draft-adaptive needs speculative decoding")) << r.err;
+  r = run_minfer({"bench", m, "-p", "1", "-n", "1", "-r", "1", "--spec-draft-adaptive"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--spec-draft-adaptive needs speculative decoding")) << r.err;
+  r = run_minfer({"serve", m, "--port", "0", "--spec-draft-n", "2"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--spec-draft-n sets the depth")) << r.err;
+  // The working forms.
+  r = run_minfer({m, "hi", "-n", "2", "-t", "1", "--spec-lookup", "3", "--spec-draft-adaptive"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = run_minfer({m, "hi", "-n", "2", "-t", "1", "-md", m, "--spec-draft-n", "2"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+
+TEST_F(ModelArgTest, QuantizeThreadsSplitSpellingsAndMergeOfASingleFile) {
+  const std::string m = model();
+  for (const char* t : {"0", "1025", "-1"}) {
+    const Ran r = run_minfer({"quantize", m, *dir_ + "/q.gguf", "--type", "q8_0", "-t", t, "-q"});
+    EXPECT_EQ(r.rc, 2) << t;
+    EXPECT_TRUE(has(r.err, "--threads")) << r.err;
+    EXPECT_FALSE(fs::exists(*dir_ + "/q.gguf"));
+  }
+  Ran r = run_minfer({"quantize", m, *dir_ + "/q.gguf", "--type", "q8_0", "-t", "2", "-q"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+
+  // llama-gguf-split's spellings: --split-max-size / --split-max-tensors / --split, and --merge.
+  const std::string parts = *dir_ + "/gs";
+  fs::remove_all(parts);
+  fs::create_directories(parts);
+  r = run_minfer({"split", "--split", "--split-max-tensors", "10", m, parts + "/t"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "wrote part 3/3: " + parts + "/t-00003-of-00003.gguf")) << r.out;
+  r = run_minfer({"split", "--merge", parts + "/t-00002-of-00003.gguf", *dir_ + "/merged.gguf"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(test::read_file(*dir_ + "/merged.gguf"), test::read_file(m));
+  r = run_minfer({"split", "--split-max-size", "40K", m, parts + "/s"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = run_minfer({"split", "--max-tensors", "0", m, parts + "/z"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "--max-tensors")) << r.err;
+  r = run_minfer({"split", "--merge", "--split-max-tensors", "3", m, parts + "/z"});
+  EXPECT_EQ(r.rc, 2);
+  // A file that is not a split part: nothing to merge (it was copied).
+  for (const std::vector<std::string>& merge :
+       {std::vector<std::string>{"merge", m, *dir_ + "/copy.gguf"},
+        std::vector<std::string>{"split", "--merge", m, *dir_ + "/copy.gguf"}}) {
+    r = run_minfer(merge);
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_TRUE(has(r.err, "merge: '" + m + "' is not part of a split model (no split.count key)")) << r.err;
+    EXPECT_FALSE(fs::exists(*dir_ + "/copy.gguf"));
+  }
+}
+
 TEST_F(ModelArgTest, SeedMinusOneIsARandomSeedAsInLlamaCpp) {
   auto ids = [&](const std::string& seed) {
     const Ran r =

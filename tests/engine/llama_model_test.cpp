@@ -1,9 +1,11 @@
 // The llama architecture on tiny generated models: RoPE scaling as llama.cpp reads it (rope.scaling.type
 // none/linear with rope.scaling.factor, llama3 rope_freqs.weight) against the scalar reference, batch
 // invariance with normal-pair RoPE, and the loud refusals (mixture of experts, other scaling types, a
-// malformed rope_freqs tensor). Parity with llama.cpp itself is tests/parity/llama_parity_test.cpp.
+// malformed rope_freqs tensor, an absurd rope.freq_base or RMS epsilon). Parity with llama.cpp itself is
+// tests/parity/llama_parity_test.cpp.
 #include <cmath>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "common/reference_forward.h"
@@ -129,6 +131,29 @@ TEST(LlamaModel, RefusesWhatItDoesNotRun) {
   auto zero = load(rewrite("freqs-zero", {}, &zero_freqs));
   ASSERT_FALSE(zero.ok());
   EXPECT_EQ(zero.status().message(), "model: rope_freqs.weight holds 0");
+}
+
+TEST(LlamaModel, RefusesAnAbsurdRopeBaseOrRmsEpsilonNamingTheKey) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  int i = 0;
+  for (float base : {0.0f, -10000.0f, nan, inf}) {
+    auto e = load(rewrite("base-" + std::to_string(i++), {{"llama.rope.freq_base", gguf::Value::f32(base)}}));
+    ASSERT_FALSE(e.ok()) << base;
+    EXPECT_EQ(e.status().message(),
+              fmt::format("model: llama.rope.freq_base = {} is invalid (expected a finite base > 0)", base));
+  }
+  for (float eps : {0.0f, -1e-5f, nan, inf, 1.0f, 1e10f}) {
+    auto e = load(rewrite("eps-" + std::to_string(i++),
+                          {{"llama.attention.layer_norm_rms_epsilon", gguf::Value::f32(eps)}}));
+    ASSERT_FALSE(e.ok()) << eps;
+    EXPECT_EQ(
+        e.status().message(),
+        fmt::format("model: llama.attention.layer_norm_rms_epsilon = {} is invalid (expected 0 < eps < 1)",
+                    eps));
+  }
+  auto ok = load(rewrite("sane", {{"llama.rope.freq_base", gguf::Value::f32(500000.0f)},
+                                  {"llama.attention.layer_norm_rms_epsilon", gguf::Value::f32(1e-6f)}}));
+  EXPECT_TRUE(ok.ok()) << ok.status().message();
 }
 
 }  // namespace

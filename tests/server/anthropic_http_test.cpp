@@ -164,6 +164,27 @@ TEST_F(Messages, NonStreamedMessageShape) {
   EXPECT_GT(blocks.body["usage"]["cache_read_input_tokens"].get<int>(), 0) << blocks.raw;
 }
 
+// The usage a client reads off a stream (message_start's input counts, message_delta's output) is the
+// non-streamed answer's, also when the KV cache supplied part of the prompt.
+TEST_F(Messages, StreamedUsageEqualsNonStreamed) {
+  json b = message_body("Count the stars above the harbour", 4, {{"temperature", 0}});
+  ASSERT_EQ(post(*server_, "/v1/messages", b.dump()).status, 200);  // leaves the prefix cached
+  Reply plain = post(*server_, "/v1/messages", b.dump());
+  ASSERT_EQ(plain.status, 200) << plain.raw;
+  const json& u = plain.body["usage"];
+  ASSERT_GT(u["cache_read_input_tokens"].get<int>(), 0) << plain.raw;
+  b["stream"] = true;
+  Reply r = post(*server_, "/v1/messages", b.dump());
+  ASSERT_EQ(r.status, 200) << r.raw;
+  Stream s = parse_events(r.raw);
+  ASSERT_FALSE(s.events.empty());
+  const json& start = s.events[0]["message"]["usage"];
+  EXPECT_EQ(start["input_tokens"], u["input_tokens"]) << r.raw;
+  EXPECT_EQ(start["cache_read_input_tokens"], u["cache_read_input_tokens"]) << r.raw;
+  EXPECT_EQ(start["cache_creation_input_tokens"], 0);
+  EXPECT_EQ(s.message["usage"], u) << r.raw;
+}
+
 TEST_F(Messages, StreamFramingEqualsNonStreamed) {
   json b = message_body("Tell me a story", 12, {{"temperature", 0}, {"logit_bias", eog_bias(*server_)}});
   Reply plain = post(*server_, "/v1/messages", b.dump());

@@ -271,6 +271,156 @@ TEST_F(Http, BodyOverMaxBodyIs413) {
   expect_error(r, 413, "max-body");
 }
 
+// One request written as raw bytes on a new connection; the reply up to its Content-Length. A reply that
+// does not come within 20 s (the server waiting for more input) comes back empty.
+std::string raw_exchange(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return out;
+  }
+  char buf[4096];
+  for (;;) {
+    const size_t head = out.find("\r\n\r\n");
+    if (head != std::string::npos) {
+      const size_t cl = out.find("Content-Length: ");
+      const size_t len = cl == std::string::npos || cl > head ? 0 : std::stoul(out.substr(cl + 16));
+      if (out.size() >= head + 4 + len) break;
+    }
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+// Bodies are bounded however they are framed: chunked and compressed bodies by --max-body too (the
+// decompressed size), and the connection stays usable after the refusal.
+TEST_F(Http, ChunkedAndCompressedBodiesHonourMaxBody) {
+  const std::string ok_body = chat_body("hi", 2);
+  auto c = server_->client();
+  auto chunked = [&](const std::string& body) {
+    return c.Post(
+        "/v1/chat/completions", httplib::Headers{},
+        [body](size_t offset, httplib::DataSink& sink) {
+          const size_t n = std::min<size_t>(64 << 10, body.size() - offset);
+          if (n > 0) sink.write(body.data() + offset, n);
+          if (offset + n >= body.size()) sink.done();
+          return true;
+        },
+        "application/json");
+  };
+  auto small = chunked(ok_body);
+  ASSERT_TRUE(small);
+  EXPECT_EQ(small->status, 200) << small->body;
+  const std::string big = chat_body(std::string(3u << 20, 'x'), 2);  // 3 MiB, the limit is 1 MiB
+  auto over = chunked(big);
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->status, 413);
+  EXPECT_NE(over->body.find("max-body"), std::string::npos) << over->body;
+  auto after = c.Post("/v1/chat/completions", ok_body, "application/json");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200);
+
+  // gzip: a few kilobytes on the wire, 3 MiB inflated.
+  const double errors0 = metric(get(*server_, "/metrics").raw, "minfer_http_client_errors_total");
+  auto z = server_->client();
+  z.set_compress(true);
+  auto zsmall = z.Post("/v1/chat/completions", ok_body, "application/json");
+  ASSERT_TRUE(zsmall);
+  EXPECT_EQ(zsmall->status, 200) << zsmall->body;
+  auto bomb = z.Post("/v1/chat/completions", big, "application/json");
+  ASSERT_TRUE(bomb);
+  EXPECT_EQ(bomb->status, 413);
+  EXPECT_NE(bomb->body.find("once decompressed"), std::string::npos) << bomb->body;
+  // Refusals of the transport count in /metrics like the routes' own.
+  EXPECT_EQ(metric(get(*server_, "/metrics").raw, "minfer_http_client_errors_total"), errors0 + 1);
+}
+
+TEST_F(Http, BodilessMultipartAndDeepBodiesAreRefusedByName) {
+  // No Content-Length and not chunked: no body (RFC 9112), answered at once instead of waiting for EOF.
+  const std::string reply =
+      raw_exchange(server_->port(), "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(reply.rfind("HTTP/1.1 400", 0), 0u) << reply;
+  EXPECT_NE(reply.find("Content-Length"), std::string::npos) << reply;
+  expect_error(post(*server_, "/v1/chat/completions", ""), 400, "body is empty");
+  expect_error(post(*server_, "/v1/completions", ""), 400, "body is empty");
+
+  auto c = server_->client();
+  auto mp = c.Post("/v1/chat/completions", httplib::MultipartFormDataItems{{"messages", "hi", "", ""}});
+  ASSERT_TRUE(mp);
+  EXPECT_EQ(mp->status, 415);
+  EXPECT_NE(mp->body.find("multipart"), std::string::npos) << mp->body;
+
+  // 100000 levels of '[' (200 kB, under --max-body) used to overflow the stack in the JSON copy.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  expect_error(post(*server_, "/v1/chat/completions", deep), 400, "deeper than 256");
+  json nested = json::parse(chat_body("hi", 2));
+  const std::string body = nested.dump();
+  expect_error(post(*server_, "/v1/chat/completions",
+                    body.substr(0, body.size() - 1) + ",\"chat_template_kwargs\":{\"x\":" + deep + "}}"),
+               400, "deeper than 256");
+  const Reply anthropic = post(*server_, "/v1/messages", deep);  // in Anthropic's error shape
+  EXPECT_EQ(anthropic.status, 400);
+  EXPECT_EQ(anthropic.body.value("type", ""), "error") << anthropic.raw;
+  EXPECT_NE(anthropic.raw.find("deeper than 256"), std::string::npos) << anthropic.raw;
+  EXPECT_EQ(get(*server_, "/health").status, 200);
+  EXPECT_EQ(post(*server_, "/v1/chat/completions", chat_body("hi", 2)).status, 200);
+}
+
+// A grammar that keeps 2^n parses open after n 'a's, with 'a' forced: after about 14 tokens the grammar
+// is past its parse bound and allows nothing. Every API reports that dead end as an error, never as a
+// successful answer cut short.
+TEST_F(Http, GrammarDeadEndIsAnErrorInEveryApi) {
+  Reply ids = post(*server_, "/tokenize", R"({"content":"a"})");
+  ASSERT_EQ(ids.status, 200) << ids.raw;
+  ASSERT_EQ(ids.body["tokens"].size(), 1u) << ids.raw;
+  const json fields = {{"grammar", "root ::= r\nr ::= \"a\" r \"b\" | \"a\" r \"c\" | \"\""},
+                       {"logit_bias", {{std::to_string(ids.body["tokens"][0].get<int>()), 100}}},
+                       {"temperature", 0}};
+  const std::string needle = "dead end of the grammar";
+  expect_error(post(*server_, "/v1/chat/completions", chat_body("a", 40, fields)), 400, needle);
+  json completion = fields;
+  completion["prompt"] = "a";
+  completion["max_tokens"] = 40;
+  expect_error(post(*server_, "/v1/completions", completion.dump()), 400, needle);
+  json streamed = fields;
+  streamed["stream"] = true;
+  Streamed s = parse_stream(post(*server_, "/v1/chat/completions", chat_body("a", 40, streamed)).raw);
+  EXPECT_EQ(s.finish, "error");
+
+  json message = fields;
+  message["model"] = "tiny";
+  message["messages"] = {{{"role", "user"}, {"content", "a"}}};
+  message["max_tokens"] = 40;
+  Reply m = post(*server_, "/v1/messages", message.dump());
+  EXPECT_EQ(m.status, 400) << m.raw;
+  EXPECT_NE(m.raw.find(needle), std::string::npos) << m.raw;
+  message["stream"] = true;
+  Reply ms = post(*server_, "/v1/messages", message.dump());
+  EXPECT_NE(ms.raw.find("event: error"), std::string::npos) << ms.raw;
+  EXPECT_EQ(ms.raw.find("message_stop"), std::string::npos) << ms.raw;
+
+  json response = fields;
+  response["input"] = "a";
+  response["max_output_tokens"] = 40;
+  expect_error(post(*server_, "/v1/responses", response.dump()), 400, needle);
+  response["stream"] = true;
+  Reply rs = post(*server_, "/v1/responses", response.dump());
+  EXPECT_NE(rs.raw.find("event: response.failed"), std::string::npos) << rs.raw;
+  EXPECT_NE(rs.raw.find(needle), std::string::npos) << rs.raw;
+  EXPECT_EQ(rs.raw.find("response.completed"), std::string::npos) << rs.raw;
+}
+
 TEST_F(Http, MetricsAreProometheusText) {
   Reply m = get(*server_, "/metrics");
   ASSERT_EQ(m.status, 200);

@@ -51,6 +51,22 @@ TEST(Request, MalformedOrMissing) {
   expect_400("{" + kMsgs + R"(,"stop":5})", "'stop' must be a string or an array");
 }
 
+// JSON inside a string field (tool call arguments) is parsed too: nested past the limit it stays the
+// string it was instead of overflowing the stack when copied.
+TEST(Request, DeeplyNestedArgumentsStayAString) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  nlohmann::ordered_json b = {
+      {"messages",
+       {{{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls", {{{"type", "function"}, {"function", {{"name", "f"}, {"arguments", deep}}}}}}},
+        {{"role", "user"}, {"content", "go"}}}}};
+  OpenAiRequest r;
+  ASSERT_FALSE(chat(b.dump(), &r).has_value());
+  EXPECT_EQ(r.chat.messages[0]["tool_calls"][0]["function"]["arguments"], deep);
+  expect_400(deep, "not valid JSON");
+}
+
 TEST(Request, UnknownRole) {
   expect_400(R"({"messages":[{"role":"wizard","content":"x"}]})", "unknown role 'wizard'");
 }

@@ -39,6 +39,13 @@ NodeId moe_ffn(GraphBuilder& b, const HParams& hp, WeightFn& W, const std::strin
 
 }  // namespace
 
+Status check_rope_freq_base(const std::string& key, float base) {
+  if (!(base > 0.0f) || !std::isfinite(base)) {
+    return invalid_argument("model: {} = {} is invalid (expected a finite base > 0)", key, base);
+  }
+  return {};
+}
+
 Result<HParams> read_hparams(const gguf::File& file, const std::string& arch) {
   const gguf::Metadata& m = file.metadata();
   HParams hp;
@@ -73,7 +80,14 @@ Result<HParams> read_hparams(const gguf::File& file, const std::string& arch) {
   }
   if (hp.n_rot % 2 != 0 || hp.n_rot > hp.head_dim) return invalid_argument("model: rope dimension {} invalid", hp.n_rot);
   MINFER_ASSIGN_OR_RETURN(hp.rope_freq_base, m.get_f32_or(arch + ".rope.freq_base", 10000.0f));
+  MINFER_RETURN_IF_ERROR(check_rope_freq_base(arch + ".rope.freq_base", hp.rope_freq_base));
   MINFER_ASSIGN_OR_RETURN(hp.rms_eps, m.get_f32(arch + ".attention.layer_norm_rms_epsilon"));
+  // Real models use 1e-6 .. 1e-5; an epsilon of 1 or more would swamp the mean square it is added to.
+  if (!(hp.rms_eps > 0.0f && hp.rms_eps < 1.0f)) {
+    return invalid_argument(
+        "model: {}.attention.layer_norm_rms_epsilon = {} is invalid (expected 0 < eps < 1)", arch,
+        hp.rms_eps);
+  }
   if (m.contains(arch + ".rope.scaling.type")) {
     MINFER_ASSIGN_OR_RETURN(std::string scaling, m.get_string(arch + ".rope.scaling.type"));
     if (scaling != "none" && scaling != "linear") {

@@ -21,8 +21,12 @@ struct DecoderOptions {
 
 // Reads `<arch>.*` hyperparameters; a missing required key is an error naming it. RoPE scaling as llama.cpp
 // reads it: rope.scaling.type none or linear (rope.scaling.factor, or the older rope.scale_linear, divides
-// the angles whenever present); any other type is refused by name.
+// the angles whenever present); any other type is refused by name. A rope.freq_base that is not finite
+// and > 0, or an RMS epsilon outside (0, 1) (NaN included), is refused naming the GGUF key.
 Result<HParams> read_hparams(const gguf::File& file, const std::string& arch);
+
+// OK when a RoPE base read from `key` is finite and > 0; kInvalidArgument naming the key otherwise.
+Status check_rope_freq_base(const std::string& key, float base);
 
 // llama3-type RoPE scaling: copies rope_freqs.weight (F32, n_rot/2 values, each > 0) into
 // hp->rope_freq_factors when the file has it; collect_weights then registers it and the graph divides each

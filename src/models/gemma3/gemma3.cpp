@@ -52,6 +52,7 @@ class Gemma3 final : public Model {
         hp.swa_layers[static_cast<size_t>(l)] = period == 0 || static_cast<uint32_t>(l) % period < period - 1;
       }
       MINFER_ASSIGN_OR_RETURN(hp.rope_freq_base_swa, m.get_f32_or("gemma3.rope.freq_base_swa", 10000.0f));
+      MINFER_RETURN_IF_ERROR(check_rope_freq_base("gemma3.rope.freq_base_swa", hp.rope_freq_base_swa));
       hp.rope_freq_scale_swa = 1.0f;
     }
     MINFER_ASSIGN_OR_RETURN(softcap_, m.get_f32_or("gemma3.final_logit_softcapping", 0.0f));
