@@ -29,11 +29,18 @@ int parse_args(CLI::App& app, const Args& args, const std::vector<RefusedFlag>& 
 // `-hf`/`--hf-repo OWNER/REPO[:QUANT]` is `-m hf:OWNER/REPO[:QUANT]`.
 Result<Args> llama_spellings(const Args& args, const std::vector<RefusedFlag>& refused);
 
+// Every environment variable minfer reads whose value must be one of a set or a number, checked by main()
+// before any command runs: the booleans (core/env.h), MINFER_CPU_ISA (a level this CPU has), MINFER_LOG,
+// MINFER_CACHE_TYPE and MINFER_DRAIN_MS. The first bad one is an error naming the variable and its value;
+// unset or empty means the default. (MINFER_BACKENDS, MINFER_GPU_LAYERS and MINFER_GPU_MEM are refused by
+// offload_options, where a flag may override them.)
+Status check_environment();
+
 // Prints "minfer: <message>" to stderr and returns exit code 1.
 int fail(const Status& status);
 
 // The KV cache type from --cache-type, else MINFER_CACHE_TYPE, else f16; refuses a name that is not a
-// cache type (f32, f16, q8_0), naming it.
+// cache type (f32, f16, q8_0), naming it and the flag or variable it came from.
 Result<DType> kv_cache_type(const std::string& flag);
 
 // ---- The model argument: one rule for every command that opens a model ----

@@ -7,7 +7,6 @@
 
 #include "cli/cli_app.h"
 #include "cli/commands.h"
-#include "core/env.h"
 
 namespace {
 
@@ -70,8 +69,9 @@ void print_usage(std::FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Boolean environment variables (MINFER_OP_TIMING, ...) are refused here, by name, when not a boolean.
-  if (minfer::Status s = minfer::check_bool_env(); !s.ok()) {
+  // Environment variables (booleans, MINFER_CPU_ISA, MINFER_LOG, ...) with a bad value are refused here, by
+  // name, before anything reads them.
+  if (minfer::Status s = minfer::cli::check_environment(); !s.ok()) {
     fmt::print(stderr, "minfer: {}\n", s.message());
     return 2;
   }

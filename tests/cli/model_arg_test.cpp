@@ -393,6 +393,45 @@ TEST_F(ModelArgTest, BooleanEnvironmentVariablesAreReadOneWay) {
   ::unsetenv("MINFER_TEST_BOOL");
 }
 
+TEST_F(ModelArgTest, EnvironmentVariablesWithBadValuesAreRefusedByName) {
+  const std::vector<std::string> info = {"info", model(), "--no-tensors"};
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"MINFER_CPU_ISA=avx9", "MINFER_CPU_ISA='avx9' is not a kernel level (known: generic, avx2, avx512"},
+      {"MINFER_LOG=verbose", "MINFER_LOG='verbose' is not a log level: use debug, info, warn, error or none"},
+      {"MINFER_DRAIN_MS=soon", "MINFER_DRAIN_MS='soon' is not a whole number of milliseconds >= 0"},
+      {"MINFER_DRAIN_MS=-5", "MINFER_DRAIN_MS='-5' is not a whole number of milliseconds >= 0"},
+      {"MINFER_COLOR=maybe", "MINFER_COLOR='maybe' is not a boolean"},
+      {"MINFER_CACHE_TYPE=q4_0",
+       "MINFER_CACHE_TYPE: KV cache type 'q4_0' is not supported (use f32, f16 or q8_0)"},
+      {"MINFER_CACHE_TYPE=f8", "MINFER_CACHE_TYPE='f8' is not a KV cache type (use f32, f16 or q8_0)"},
+  };
+  for (const auto& [env, message] : bad) {
+    const Ran r = run_minfer(info, {env});
+    EXPECT_EQ(r.rc, 2) << env;
+    EXPECT_TRUE(has(r.err, "minfer: " + message)) << env << "\n" << r.err;
+    EXPECT_TRUE(r.out.empty()) << env << ": refused before the command ran";
+  }
+  Ran r;
+#if defined(__x86_64__)
+  r = run_minfer(info, {"MINFER_CPU_ISA=neon"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "MINFER_CPU_ISA='neon' is not available on this CPU (it has: generic")) << r.err;
+#endif
+  // Good values (and empty ones, the default) run.
+  for (const char* env : {"MINFER_CPU_ISA=generic", "MINFER_LOG=error", "MINFER_DRAIN_MS=0", "MINFER_COLOR=1",
+                          "MINFER_CACHE_TYPE=q8_0", "MINFER_LOG="}) {
+    const Ran ok = run_minfer({model(), "hi", "-n", "1", "-t", "1"}, {env});
+    EXPECT_EQ(ok.rc, 0) << env << "\n" << ok.err;
+  }
+  // The flag's refusal names the flag.
+  r = run_minfer({model(), "hi", "-n", "1", "--cache-type", "f8"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--cache-type 'f8' is not a KV cache type")) << r.err;
+  r = run_minfer({model(), "hi", "-n", "1", "--cache-type", "q4_0"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--cache-type: KV cache type 'q4_0' is not supported")) << r.err;
+}
+
 TEST_F(ModelArgTest, TheContextGrowsToFitALongPromptUnlessMinusCIsGiven) {
   std::string text;  // digits: one token each with the synthetic vocabulary (no merges apply)
   for (int i = 0; i < 500; ++i) text += "0123456789";
