@@ -58,7 +58,8 @@ void print_usage(std::FILE* out) {
              "minfer: local LLM inference for Qwen-family and llama GGUF models\n\n"
              "usage: minfer MODEL [prompt] [options]     (same as `minfer run`; flags may come first,\n"
              "                                           and -m MODEL / -p PROMPT work too)\n"
-             "       minfer <command> [options]\n\n");
+             "       minfer <command> [options]\n"
+             "       minfer --version                    (also `minfer version`)\n\n");
   for (const Command& c : kCommands) fmt::print(out, "  {:<12} {}\n", c.name, c.summary);
   fmt::print(out,
              "\nMODEL (for every command that opens one, positional or -m/--model) is {}.\n"
@@ -82,6 +83,10 @@ int main(int argc, char** argv) {
   const std::string_view name = argv[1];
   if (name == "-h" || name == "--help" || name == "help") {
     print_usage(stdout);
+    return 0;
+  }
+  if (name == "--version" || name == "version") {
+    fmt::print("minfer {}\n", MINFER_VERSION);
     return 0;
   }
   for (const Command& c : kCommands) {

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -268,6 +269,17 @@ TEST_F(ModelArgTest, EveryCommandThatOpensAModelTakesACachedNameAndMinusM) {
   ASSERT_FALSE(second.empty());
   r = run_minfer(with({second, "hi"}, kQuick));
   EXPECT_EQ(r.rc, 0) << r.err;
+}
+
+TEST_F(ModelArgTest, VersionIsPrintedByTheFlagAndTheCommand) {
+  for (const char* form : {"--version", "version"}) {
+    const Ran r = run_minfer({form});
+    EXPECT_EQ(r.rc, 0) << form << "\n" << r.err;
+    EXPECT_TRUE(r.out.rfind("minfer ", 0) == 0) << r.out;
+    EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(r.out.substr(7, 1)[0]))) << r.out;
+    EXPECT_TRUE(r.err.empty()) << r.err;
+  }
+  EXPECT_TRUE(has(run_minfer({"--help"}).out, "minfer --version")) << "the usage lists it";
 }
 
 TEST_F(ModelArgTest, AWordThatIsNeitherACommandNorAModelListsTheCommands) {
