@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/env.h"
+#include "engine/engine.h"
 #include "hub/cache.h"
 #include "hub/download.h"
 #include "kv/kv_cache.h"
@@ -222,6 +223,13 @@ Result<engine::OffloadOptions> offload_options(const CLI::App& app, const Device
     o.gpu_mem_bytes = *bytes;
   }
   return o;
+}
+
+void warn_ctx_above_train(bool ctx_given, int32_t n_ctx, const engine::Engine& engine) {
+  const int32_t n_train = engine.hparams().n_ctx_train;
+  if (!ctx_given || n_ctx <= n_train) return;
+  fmt::print(stderr, "minfer: -c {} is above the model's trained context length ({}): the context is {}\n",
+             n_ctx, n_train, engine.n_ctx());
 }
 
 void add_flash_attn_option(CLI::App& app, std::string* value) {

@@ -12,6 +12,10 @@
 #include "core/status.h"
 #include "engine/offload.h"
 
+namespace minfer::engine {
+class Engine;
+}
+
 namespace minfer::cli {
 
 // Parses `args` into `app`. Returns -1 to continue, or the exit code to return (0 for --help, 2 for errors).
@@ -84,6 +88,10 @@ void add_device_options(CLI::App& app, DeviceArgs* args);
 // The engine's offload options from the flags, else the environment; a malformed value is refused naming
 // the flag or variable. Whether the backends exist is the engine's (the registry's) answer at load.
 Result<engine::OffloadOptions> offload_options(const CLI::App& app, const DeviceArgs& args);
+
+// Says on stderr that an explicit -c above the model's trained context length was lowered to it (the
+// engine never exceeds the trained length); nothing when -c was not given or fits.
+void warn_ctx_above_train(bool ctx_given, int32_t n_ctx, const engine::Engine& engine);
 
 // -fa/--flash-attn [on|off|auto]: accepted; the CPU attention is always the fused, tiled kernel (no
 // score matrix is materialized), so on and auto change nothing and off, which asks for another kernel,

@@ -639,6 +639,20 @@ TEST_F(ModelArgTest, SeedMinusOneIsARandomSeedAsInLlamaCpp) {
   }
 }
 
+TEST_F(ModelArgTest, AContextAboveTheTrainedLengthIsSaidNotSilentlyLowered) {
+  const std::string m = model();  // trained length 8192
+  Ran r = run_minfer({m, "hi", "-n", "1", "-t", "1", "-c", "100000"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(
+      has(r.err, "minfer: -c 100000 is above the model's trained context length (8192): the context is 8192"))
+      << r.err;
+  r = run_minfer({m, "hi", "-n", "1", "-t", "1", "-c", "8192"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(has(r.err, "trained context length")) << r.err;
+  r = run_minfer({"serve", m, "--port", "0", "-t", "1", "-np", "1", "-c", "9000"}, {}, "", "listening on");
+  EXPECT_TRUE(has(r.err, "-c 9000 is above the model's trained context length (8192)")) << r.err;
+}
+
 // hf:OWNER/REPO:QUANT through a loopback Hub mirror, the listing, and the space forms of `download`.
 class HubFormsTest : public ModelArgTest {
  protected:
