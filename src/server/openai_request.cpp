@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <limits>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -91,6 +93,42 @@ Err range(const char* key, double v, double lo, double hi, bool lo_open = false)
   if (ok) return {};
   return bad_request(fmt::format("'{}' must be in {}{}, {}], got {}", key, lo_open ? "(" : "[", lo, hi, v),
                      key);
+}
+
+// SamplerConfig::validate speaks in the CLI's flags ("sampling: --min-p must be in [0, 1], got 5"); a
+// request set the value through its own field, so the error names that field (message and param).
+ApiError sampling_error(const std::string& message) {
+  static constexpr std::pair<std::string_view, const char*> kFields[] = {
+      {"--temp", "temperature"},
+      {"--top-k", "top_k"},
+      {"--top-p", "top_p"},
+      {"--min-p", "min_p"},
+      {"--typical", "typical_p"},
+      {"--repeat-penalty", "repeat_penalty"},
+      {"--repeat-last-n", "repeat_last_n"},
+      {"--frequency-penalty", "frequency_penalty"},
+      {"--presence-penalty", "presence_penalty"},
+      {"--dry-multiplier", "dry_multiplier"},
+      {"--dry-base", "dry_base"},
+      {"--dry-allowed-length", "dry_allowed_length"},
+      {"--dry-penalty-last-n", "dry_penalty_last_n"},
+      {"--dry-sequence-breakers", "dry_sequence_breakers"},
+      {"--xtc-probability", "xtc_probability"},
+      {"--xtc-threshold", "xtc_threshold"},
+      {"--mirostat-tau", "mirostat_tau"},
+      {"--mirostat-eta", "mirostat_eta"},
+      {"--mirostat", "mirostat"},
+      {"--logit-bias", "logit_bias"},
+  };
+  std::string text = message;
+  if (text.rfind("sampling: ", 0) == 0) text = text.substr(10);
+  for (const auto& [flag, field] : kFields) {
+    if (text.rfind(flag, 0) != 0) continue;
+    const char next = text.size() > flag.size() ? text[flag.size()] : ' ';
+    if (next == '-' || (next >= 'a' && next <= 'z')) continue;  // a longer flag (--mirostat-tau)
+    return bad_request(fmt::format("'{}'{}", field, text.substr(flag.size())), field);
+  }
+  return bad_request(message);
 }
 
 Err parse_json_body(std::string_view body, json* out) {
@@ -287,7 +325,7 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
   }
 
   Status st = s.validate(limits.n_vocab);
-  if (!st.ok()) return bad_request(st.message());
+  if (!st.ok()) return sampling_error(st.message());
   return {};
 }
 

@@ -89,6 +89,21 @@ TEST(Request, Ranges) {
   expect_400("{" + kMsgs + R"(,"top_logprobs":21,"logprobs":true})", "'top_logprobs' must be in [0, 20]");
 }
 
+// Range errors of the sampler's own checks name the request's field (message and param), not the CLI
+// flag the same check answers for `minfer run`.
+TEST(Request, SamplingErrorsNameTheRequestField) {
+  for (auto [field, value] : {std::pair{"min_p", "5"}, std::pair{"typical_p", "-1"},
+                              std::pair{"repeat_penalty", "0"}, std::pair{"xtc_threshold", "0.9"},
+                              std::pair{"mirostat_tau", "0"}, std::pair{"mirostat_eta", "-2"},
+                              std::pair{"dry_base", "0.5"}, std::pair{"dry_multiplier", "-1"}}) {
+    auto e = chat("{" + kMsgs + ",\"" + field + "\":" + value + "}");
+    ASSERT_TRUE(e.has_value()) << field;
+    EXPECT_EQ(e->param, field) << e->message;
+    EXPECT_EQ(e->message.rfind(std::string("'") + field + "'", 0), 0u) << e->message;
+    EXPECT_EQ(e->message.find("--"), std::string::npos) << e->message;
+  }
+}
+
 TEST(Request, GrammarAndSchemaErrors) {
   expect_400("{" + kMsgs + R"(,"grammar":"root ::= \"a\"","response_format":{"type":"json_object"}})",
              "'grammar' cannot be combined");
