@@ -2,10 +2,12 @@
 // follow OpenAI; extensions follow llama-server (top_k, min_p, typical_p, repeat_penalty, dry_*, xtc_*,
 // mirostat*, grammar, json_schema, chat_template_kwargs, n_predict).
 #include "server/openai_request.h"
-#include "server/sse.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <span>
 #include <string_view>
 #include <utility>
 
@@ -13,6 +15,7 @@
 
 #include "sampling/json_schema/to_grammar.h"
 #include "server/tool_calls.h"
+#include "server/sse.h"
 
 namespace minfer::server {
 namespace {
@@ -135,6 +138,34 @@ Err parse_json_body(std::string_view body, json* out) {
   *out = parse_json(body);
   if (out->is_discarded()) return bad_request("the request body is not valid JSON");
   if (!out->is_object()) return bad_request("the request body must be a JSON object");
+  return {};
+}
+
+// Every field of a request is read or refused, as OpenAI answers an unrecognized argument: a misspelt or
+// unsupported field ignored would change the answer silently. `user` (an end-user id for abuse
+// monitoring) changes nothing, so it is accepted.
+constexpr std::string_view kCommonFields[] = {
+    "model",          "n_predict",          "max_tokens",        "max_completion_tokens",
+    "temperature",    "top_p",              "presence_penalty",  "frequency_penalty",
+    "n",              "seed",               "stop",              "logit_bias",
+    "top_k",          "min_p",              "typical_p",         "repeat_penalty",
+    "repeat_last_n",  "dry_multiplier",     "dry_base",          "dry_allowed_length",
+    "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold",
+    "mirostat",       "mirostat_tau",       "mirostat_eta",      "grammar",
+    "json_schema",    "response_format",    "stream",            "stream_options",
+    "user"};
+constexpr std::string_view kChatFields[] = {"messages",    "tools",        "tool_choice", "parallel_tool_calls",
+                                            "logprobs",    "top_logprobs", "chat_template_kwargs"};
+constexpr std::string_view kCompletionFields[] = {"prompt", "logprobs"};
+
+Err only_known_fields(const json& b, std::span<const std::string_view> own, const char* route) {
+  for (const auto& [key, value] : b.items()) {
+    const auto is = [&key](std::string_view f) { return key == f; };
+    if (std::any_of(std::begin(kCommonFields), std::end(kCommonFields), is) ||
+        std::any_of(own.begin(), own.end(), is))
+      continue;
+    return bad_request(fmt::format("unknown field '{}': {} on this server does not take it", key, route), key);
+  }
   return {};
 }
 
@@ -321,6 +352,13 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
   if (auto e = get_bool(b, "stream", &r->stream)) return e;
   if (auto it = b.find("stream_options"); it != b.end() && !it->is_null()) {
     if (!it->is_object()) return wrong_type("stream_options", "an object", *it);
+    // As OpenAI: the options of a stream are an error on a request that does not stream.
+    if (!r->stream) return bad_request("'stream_options' is only allowed with 'stream': true", "stream_options");
+    for (const auto& [key, value] : it->items()) {
+      if (key != "include_usage")
+        return bad_request(fmt::format("unknown field 'stream_options.{}' (only include_usage)", key),
+                           "stream_options");
+    }
     if (auto e = get_bool(*it, "include_usage", &r->include_usage)) return e;
   }
 
@@ -496,6 +534,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const RequestL
   out->endpoint = Endpoint::kChat;
   json b;
   if (auto e = parse_json_body(body, &b)) return e;
+  if (auto e = only_known_fields(b, kChatFields, "/v1/chat/completions")) return e;
   if (auto e = parse_messages(b, out)) return e;
   if (auto e = parse_common(b, limits, out)) return e;
   out->tool_format = limits.tool_format;
@@ -523,6 +562,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Re
   out->endpoint = Endpoint::kCompletion;
   json b;
   if (auto e = parse_json_body(body, &b)) return e;
+  if (auto e = only_known_fields(b, kCompletionFields, "/v1/completions")) return e;
   auto it = b.find("prompt");
   if (it == b.end() || it->is_null()) return bad_request("'prompt' is required", "prompt");
   if (it->is_string()) {
@@ -532,6 +572,12 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Re
     // A token-id array, or a one-element array holding a string or a token-id array.
     const json* p = &*it;
     if (p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+    // Several prompts in one request (OpenAI answers one choice per prompt) are refused by name.
+    if (p->size() > 1 && std::all_of(p->begin(), p->end(), [](const json& v) { return v.is_string() || v.is_array(); }))
+      return bad_request(fmt::format("'prompt' holds {} prompts; this server takes one prompt per request (send "
+                                     "one request each)",
+                                     p->size()),
+                         "prompt");
     if (p->is_string()) {
       out->prompt_text = p->get<std::string>();
       if (out->prompt_text.empty()) return bad_request("'prompt' must not be empty", "prompt");
