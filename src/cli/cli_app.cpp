@@ -1,14 +1,18 @@
 #include "cli/cli_app.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
 
+#include "core/env.h"
+#include "engine/engine.h"
 #include "hub/cache.h"
 #include "hub/download.h"
 #include "kv/kv_cache.h"
+#include "quant/kernels/kernels.h"
 
 namespace minfer::cli {
 
@@ -77,14 +81,59 @@ int fail(const Status& status) {
 
 Result<DType> kv_cache_type(const std::string& flag) {
   std::string name = flag;
+  bool from_env = false;
   if (name.empty()) {
     const char* env = std::getenv("MINFER_CACHE_TYPE");
-    name = env != nullptr ? env : "f16";
+    from_env = env != nullptr && *env != '\0';
+    name = from_env ? env : "f16";
   }
   auto type = dtype_from_name(name);
-  if (!type) return invalid_argument("unknown --cache-type '{}' (use f32, f16 or q8_0)", name);
-  MINFER_RETURN_IF_ERROR(kv::check_cache_type(*type));
+  if (!type) {
+    return invalid_argument("{}'{}' is not a KV cache type (use f32, f16 or q8_0)",
+                            from_env ? "MINFER_CACHE_TYPE=" : "--cache-type ", name);
+  }
+  MINFER_RETURN_IF_ERROR(
+      kv::check_cache_type(*type).with_context(from_env ? "MINFER_CACHE_TYPE: " : "--cache-type: "));
   return *type;
+}
+
+Status check_environment() {
+  MINFER_RETURN_IF_ERROR(check_bool_env());
+  auto get = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v != nullptr ? v : "";
+  };
+  if (const std::string isa = get("MINFER_CPU_ISA"); !isa.empty()) {
+    std::string names, available;
+    bool known = false;
+    for (int i = 0; i <= static_cast<int>(kernels::Isa::kAmx); ++i) {
+      const auto level = static_cast<kernels::Isa>(i);
+      const std::string name(kernels::isa_name(level));
+      names += fmt::format("{}{}", names.empty() ? "" : ", ", name);
+      if (kernels::isa_available(level))
+        available += fmt::format("{}{}", available.empty() ? "" : ", ", name);
+      if (name != isa) continue;
+      known = true;
+      if (!kernels::isa_available(level)) {
+        return invalid_argument("MINFER_CPU_ISA='{}' is not available on this CPU (it has: {})", isa,
+                                available);
+      }
+    }
+    if (!known) return invalid_argument("MINFER_CPU_ISA='{}' is not a kernel level (known: {})", isa, names);
+  }
+  if (const std::string log = get("MINFER_LOG"); !log.empty()) {
+    if (log != "debug" && log != "info" && log != "warn" && log != "error" && log != "none")
+      return invalid_argument("MINFER_LOG='{}' is not a log level: use debug, info, warn, error or none",
+                              log);
+  }
+  if (const std::string drain = get("MINFER_DRAIN_MS"); !drain.empty()) {
+    int64_t ms = 0;
+    auto [p, ec] = std::from_chars(drain.data(), drain.data() + drain.size(), ms);
+    if (ec != std::errc() || p != drain.data() + drain.size() || ms < 0)
+      return invalid_argument("MINFER_DRAIN_MS='{}' is not a whole number of milliseconds >= 0", drain);
+  }
+  if (!get("MINFER_CACHE_TYPE").empty()) MINFER_RETURN_IF_ERROR(kv_cache_type("").status());
+  return {};
 }
 
 void add_model_arg(CLI::App& app, ModelArg* model, const std::string& what) {
@@ -174,6 +223,13 @@ Result<engine::OffloadOptions> offload_options(const CLI::App& app, const Device
     o.gpu_mem_bytes = *bytes;
   }
   return o;
+}
+
+void warn_ctx_above_train(bool ctx_given, int32_t n_ctx, const engine::Engine& engine) {
+  const int32_t n_train = engine.hparams().n_ctx_train;
+  if (!ctx_given || n_ctx <= n_train) return;
+  fmt::print(stderr, "minfer: -c {} is above the model's trained context length ({}): the context is {}\n",
+             n_ctx, n_train, engine.n_ctx());
 }
 
 void add_flash_attn_option(CLI::App& app, std::string* value) {

@@ -12,6 +12,10 @@
 #include "core/status.h"
 #include "engine/offload.h"
 
+namespace minfer::engine {
+class Engine;
+}
+
 namespace minfer::cli {
 
 // Parses `args` into `app`. Returns -1 to continue, or the exit code to return (0 for --help, 2 for errors).
@@ -29,11 +33,18 @@ int parse_args(CLI::App& app, const Args& args, const std::vector<RefusedFlag>& 
 // `-hf`/`--hf-repo OWNER/REPO[:QUANT]` is `-m hf:OWNER/REPO[:QUANT]`.
 Result<Args> llama_spellings(const Args& args, const std::vector<RefusedFlag>& refused);
 
+// Every environment variable minfer reads whose value must be one of a set or a number, checked by main()
+// before any command runs: the booleans (core/env.h), MINFER_CPU_ISA (a level this CPU has), MINFER_LOG,
+// MINFER_CACHE_TYPE and MINFER_DRAIN_MS. The first bad one is an error naming the variable and its value;
+// unset or empty means the default. (MINFER_BACKENDS, MINFER_GPU_LAYERS and MINFER_GPU_MEM are refused by
+// offload_options, where a flag may override them.)
+Status check_environment();
+
 // Prints "minfer: <message>" to stderr and returns exit code 1.
 int fail(const Status& status);
 
 // The KV cache type from --cache-type, else MINFER_CACHE_TYPE, else f16; refuses a name that is not a
-// cache type (f32, f16, q8_0), naming it.
+// cache type (f32, f16, q8_0), naming it and the flag or variable it came from.
 Result<DType> kv_cache_type(const std::string& flag);
 
 // ---- The model argument: one rule for every command that opens a model ----
@@ -77,6 +88,10 @@ void add_device_options(CLI::App& app, DeviceArgs* args);
 // The engine's offload options from the flags, else the environment; a malformed value is refused naming
 // the flag or variable. Whether the backends exist is the engine's (the registry's) answer at load.
 Result<engine::OffloadOptions> offload_options(const CLI::App& app, const DeviceArgs& args);
+
+// Says on stderr that an explicit -c above the model's trained context length was lowered to it (the
+// engine never exceeds the trained length); nothing when -c was not given or fits.
+void warn_ctx_above_train(bool ctx_given, int32_t n_ctx, const engine::Engine& engine);
 
 // -fa/--flash-attn [on|off|auto]: accepted; the CPU attention is always the fused, tiled kernel (no
 // score matrix is materialized), so on and auto change nothing and off, which asks for another kernel,

@@ -87,10 +87,8 @@ class Repl {
         gen_(gen),
         options_(options),
         chat_(engine, std::move(tmpl), session_options(options)) {
-    const char* env = std::getenv("MINFER_COLOR");
     color_ = options.color == "on" ||
-             (options.color == "auto" &&
-              (isatty(STDOUT_FILENO) != 0 || (env != nullptr && std::string(env) == "1")));
+             (options.color == "auto" && (isatty(STDOUT_FILENO) != 0 || env_flag("MINFER_COLOR")));
     gen_.should_stop = [] { return g_interrupted.load(); };
     if (options.drafter != nullptr) chat_.set_drafter(options.drafter, options.spec);
   }

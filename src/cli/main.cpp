@@ -7,7 +7,6 @@
 
 #include "cli/cli_app.h"
 #include "cli/commands.h"
-#include "core/env.h"
 
 namespace {
 
@@ -59,7 +58,8 @@ void print_usage(std::FILE* out) {
              "minfer: local LLM inference for Qwen-family and llama GGUF models\n\n"
              "usage: minfer MODEL [prompt] [options]     (same as `minfer run`; flags may come first,\n"
              "                                           and -m MODEL / -p PROMPT work too)\n"
-             "       minfer <command> [options]\n\n");
+             "       minfer <command> [options]\n"
+             "       minfer --version                    (also `minfer version`)\n\n");
   for (const Command& c : kCommands) fmt::print(out, "  {:<12} {}\n", c.name, c.summary);
   fmt::print(out,
              "\nMODEL (for every command that opens one, positional or -m/--model) is {}.\n"
@@ -70,8 +70,9 @@ void print_usage(std::FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Boolean environment variables (MINFER_OP_TIMING, ...) are refused here, by name, when not a boolean.
-  if (minfer::Status s = minfer::check_bool_env(); !s.ok()) {
+  // Environment variables (booleans, MINFER_CPU_ISA, MINFER_LOG, ...) with a bad value are refused here, by
+  // name, before anything reads them.
+  if (minfer::Status s = minfer::cli::check_environment(); !s.ok()) {
     fmt::print(stderr, "minfer: {}\n", s.message());
     return 2;
   }
@@ -82,6 +83,10 @@ int main(int argc, char** argv) {
   const std::string_view name = argv[1];
   if (name == "-h" || name == "--help" || name == "help") {
     print_usage(stdout);
+    return 0;
+  }
+  if (name == "--version" || name == "version") {
+    fmt::print("minfer {}\n", MINFER_VERSION);
     return 0;
   }
   for (const Command& c : kCommands) {

@@ -181,8 +181,8 @@ int run_command(const Args& argv) {
       ->capture_default_str()
       ->check(CLI::Range(-1, 1 << 30));
   app.add_option("-c,--ctx-size,--n-ctx", args.n_ctx,
-                 "context size in tokens (clamped to the model's trained length). Unset: 4096, grown to "
-                 "fit a longer prompt up to the trained length")
+                 "context size in tokens (above the model's trained length: that length, said on stderr). "
+                 "Unset: 4096, grown to fit a longer prompt up to the trained length")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
   app.add_option("-t,--threads", args.threads, "threads (0: one per core)")
@@ -300,6 +300,7 @@ int run_command(const Args& argv) {
     }
   }
   engine::Engine& engine = **loaded;
+  warn_ctx_above_train(ctx_given, args.n_ctx, engine);
   engine.print_placement();
   if (Status st = sampling.validate(engine.n_vocab()); !st.ok()) return fail(st);
   auto inspect_env = InspectEnv::attach(engine);  // MINFER_DUMP_DIR / MINFER_TRACE

@@ -347,11 +347,12 @@ int serve_command(const Args& argv) {
   // Everything one model needs, loaded the same way for one model at start and for each of several on
   // demand (the router calls it on a request's thread).
   server::ModelLoader loader =
-      [args, eopts, sampling, pooling_flag, inspecting,
+      [args, eopts, sampling, pooling_flag, inspecting, ctx_given = app.count("--ctx-size") > 0,
        &inspect_env](const server::ModelSpec& spec) -> Result<std::unique_ptr<server::LoadedModel>> {
     auto m = std::make_unique<server::LoadedModel>();
     MINFER_ASSIGN_OR_RETURN(m->owned_engine, engine::Engine::load(spec.path, eopts));
     engine::Engine& engine = *m->owned_engine;
+    warn_ctx_above_train(ctx_given, args.n_ctx, engine);
     MINFER_RETURN_IF_ERROR(sampling.validate(engine.n_vocab()));
     MINFER_ASSIGN_OR_RETURN(m->chat_template, load_template(args, engine));
     if (inspecting) {  // before the worker starts

@@ -71,6 +71,7 @@ int viz_command(const Args& argv) {
   auto loaded = engine::Engine::load(*path, eopts);
   if (!loaded.ok()) return fail(loaded.status());
   engine::Engine& engine = **loaded;
+  warn_ctx_above_train(app.count("--ctx-size") > 0, n_ctx, engine);
   auto inspect_env = InspectEnv::attach(engine);  // MINFER_DUMP_DIR / MINFER_TRACE work here too
   if (!inspect_env.ok()) return fail(inspect_env.status());
   auto viz = viz::VizApp::create(engine, vopts);

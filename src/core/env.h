@@ -10,9 +10,9 @@
 namespace minfer {
 
 // The boolean variables minfer reads (check_bool_env validates them all).
-inline constexpr const char* kBoolEnvVars[] = {"MINFER_OP_TIMING",      "MINFER_NO_CONTEXT_SHIFT",
-                                               "MINFER_NO_AVX512",      "MINFER_NO_AVX2",
-                                               "MINFER_VULKAN_INT_DOT", "MINFER_VULKAN_VALIDATE"};
+inline constexpr const char* kBoolEnvVars[] = {
+    "MINFER_OP_TIMING",      "MINFER_NO_CONTEXT_SHIFT", "MINFER_NO_AVX512", "MINFER_NO_AVX2",
+    "MINFER_VULKAN_INT_DOT", "MINFER_VULKAN_VALIDATE",  "MINFER_COLOR"};
 
 // The value of `name`, or `fallback` when it is unset or empty; kInvalidArgument naming the variable and
 // its value otherwise.

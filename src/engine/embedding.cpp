@@ -58,7 +58,7 @@ void l2_normalize(std::vector<float>* v) {
 }
 
 Result<std::vector<std::vector<float>>> embed(Engine& engine, const std::vector<std::vector<int32_t>>& inputs,
-                                              Pooling pooling) {
+                                              Pooling pooling, const std::function<bool()>& keep_going) {
   if (pooling == Pooling::kNone)
     return invalid_argument("pooling 'none' gives one vector per token, not one per input; choose mean, cls or last");
   const int32_t n_ctx = engine.n_ctx();
@@ -92,6 +92,7 @@ Result<std::vector<std::vector<float>>> embed(Engine& engine, const std::vector<
       cells += in.size();
       ++end;
     }
+    if (keep_going && !keep_going()) return error(StatusCode::kUnavailable, "embeddings: cancelled");
     auto rows = engine.decode(batch, Engine::Output::kEmbeddings);
     kv.clear();  // the sequences are not continued: the next group starts from an empty cache
     if (!rows.ok()) return rows.status();

@@ -9,6 +9,7 @@
 // expects an empty cache and leaves it empty, so the engine must not be shared with a Batcher.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -32,8 +33,10 @@ Result<std::optional<Pooling>> pooling_from_gguf(const gguf::File& file);
 // decode as the cache's cells and kv::kMaxSequences allow. An empty input, a token outside the vocabulary
 // or an input longer than the context (kOutOfRange, naming both counts) is refused; kNone is refused (a
 // pooled vector is what this returns).
+// `keep_going`, when set, is asked before each decode; false stops there with kUnavailable "cancelled"
+// (the caller's client went away).
 Result<std::vector<std::vector<float>>> embed(Engine& engine, const std::vector<std::vector<int32_t>>& inputs,
-                                              Pooling pooling);
+                                              Pooling pooling, const std::function<bool()>& keep_going = {});
 
 // Scales `v` to unit Euclidean length (a zero vector stays zero), as llama.cpp's common_embd_normalize(2).
 void l2_normalize(std::vector<float>* v);

@@ -1,8 +1,9 @@
 #include "server/embeddings.h"
 #include "server/sse.h"
 
-#include <cmath>
 #include <bit>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -120,12 +121,17 @@ Result<std::unique_ptr<Embedder>> Embedder::create(const std::string& path, cons
   return std::unique_ptr<Embedder>(new Embedder(std::move(engine), *pooling));
 }
 
-Result<std::vector<std::vector<float>>> Embedder::embed(const std::vector<std::vector<int32_t>>& inputs) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return engine::embed(*engine_, inputs, pooling_);
+Result<std::vector<std::vector<float>>> Embedder::embed(const std::vector<std::vector<int32_t>>& inputs,
+                                                        const std::function<bool()>& keep_going) {
+  std::unique_lock<std::timed_mutex> lock(mu_, std::defer_lock);
+  while (!lock.try_lock_for(std::chrono::milliseconds(100))) {
+    if (keep_going && !keep_going()) return error(StatusCode::kUnavailable, "embeddings: cancelled");
+  }
+  return engine::embed(*engine_, inputs, pooling_, keep_going);
 }
 
-HttpResponse embeddings_response(const HttpRequest& req, Embedder* embedder, const std::string& model_id) {
+HttpResponse embeddings_response(const HttpRequest& req, Embedder* embedder, const std::string& model_id,
+                                 const std::function<bool()>& client_alive) {
   if (embedder == nullptr) {
     return Server::error_response(
         bad_request("this server does not serve embeddings: start `minfer serve` with --embeddings (the model "
@@ -134,7 +140,18 @@ HttpResponse embeddings_response(const HttpRequest& req, Embedder* embedder, con
   const json b = parse_json(req.body);
   if (b.is_discarded() || !b.is_object())
     return Server::error_response(bad_request("the request body is not a valid JSON object"));
+  for (const auto& [key, value] : b.items()) {
+    if (key != "input" && key != "model" && key != "encoding_format" && key != "dimensions" && key != "user")
+      return Server::error_response(bad_request(
+          fmt::format("unknown field '{}' (/v1/embeddings takes input, model, encoding_format, dimensions, user)",
+                      key),
+          key));
+  }
   if (!b.contains("input")) return Server::error_response(bad_request("'input' is required", "input"));
+  if (b["input"].is_array() && !is_token_array(b["input"]) && b["input"].size() > kMaxEmbeddingInputs)
+    return Server::error_response(bad_request(
+        fmt::format("'input' holds {} inputs; at most {} per request", b["input"].size(), kMaxEmbeddingInputs),
+        "input"));
   bool base64 = false;
   if (b.contains("encoding_format") && !b["encoding_format"].is_null()) {
     const json& f = b["encoding_format"];
@@ -165,8 +182,11 @@ HttpResponse embeddings_response(const HttpRequest& req, Embedder* embedder, con
   if (auto err = parse_input(b["input"], engine.tokenizer(), engine.n_vocab(), &inputs))
     return Server::error_response(*err);
   int64_t n_tokens = 0;
+  for (const auto& in : inputs) n_tokens += static_cast<int64_t>(in.size());
+  if (n_tokens > kMaxEmbeddingTokens)
+    return Server::error_response(bad_request(
+        fmt::format("the inputs hold {} tokens; at most {} per request", n_tokens, kMaxEmbeddingTokens), "input"));
   for (size_t i = 0; i < inputs.size(); ++i) {
-    n_tokens += static_cast<int64_t>(inputs[i].size());
     if (static_cast<int64_t>(inputs[i].size()) > engine.n_ctx()) {
       return Server::error_response(bad_request(
           fmt::format("input {} has {} tokens, more than the context of {} tokens (-c)", i, inputs[i].size(),
@@ -174,8 +194,12 @@ HttpResponse embeddings_response(const HttpRequest& req, Embedder* embedder, con
           "input"));
     }
   }
-  auto vectors = embedder->embed(inputs);
-  if (!vectors.ok()) return Server::error_response(api_error_from_status(vectors.status()));
+  auto vectors = embedder->embed(inputs, client_alive);
+  if (!vectors.ok()) {
+    if (client_alive && !client_alive())
+      return Server::error_response({499, "client closed the connection", "invalid_request_error", {}});
+    return Server::error_response(api_error_from_status(vectors.status()));
+  }
   json data = json::array();
   for (size_t i = 0; i < vectors->size(); ++i) {
     std::vector<float>& v = (*vectors)[i];

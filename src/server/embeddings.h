@@ -11,6 +11,7 @@
 //   server.set_embedder(embedder->get());           // without this the route answers 400 naming --embeddings
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,20 +33,28 @@ class Embedder {
                                                   std::optional<engine::Pooling> pooling);
   engine::Pooling pooling() const { return pooling_; }
   const engine::Engine& engine() const { return *engine_; }
-  // Thread-safe: callers take turns.
-  Result<std::vector<std::vector<float>>> embed(const std::vector<std::vector<int32_t>>& inputs);
+  // Thread-safe: callers take turns. `keep_going` (when set) is polled while waiting for the turn and
+  // between decodes; false gives up with kUnavailable "cancelled".
+  Result<std::vector<std::vector<float>>> embed(const std::vector<std::vector<int32_t>>& inputs,
+                                                const std::function<bool()>& keep_going = {});
 
  private:
   Embedder(std::unique_ptr<engine::Engine> engine, engine::Pooling pooling)
       : engine_(std::move(engine)), pooling_(pooling) {}
   std::unique_ptr<engine::Engine> engine_;
   engine::Pooling pooling_;
-  std::mutex mu_;
+  std::timed_mutex mu_;
 };
 
-// The route: validates the body, tokenizes, embeds and answers {"object":"list","data":[...],"model",
-// "usage"}. `embedder` null: 400 saying that the server was started without --embeddings.
-HttpResponse embeddings_response(const HttpRequest& request, Embedder* embedder, const std::string& model_id);
+// At most this many inputs and tokens (all inputs together) per request, as OpenAI bounds its route.
+constexpr size_t kMaxEmbeddingInputs = 2048;
+constexpr int64_t kMaxEmbeddingTokens = 300000;
+
+// The route: validates the body (unknown fields and the limits above are 400s naming them), tokenizes,
+// embeds and answers {"object":"list","data":[...],"model","usage"}. `embedder` null: 400 saying that the
+// server was started without --embeddings. `client_alive` false stops the work (499).
+HttpResponse embeddings_response(const HttpRequest& request, Embedder* embedder, const std::string& model_id,
+                                 const std::function<bool()>& client_alive = {});
 
 // Standard base64 (RFC 4648, with padding) of `n` bytes.
 std::string base64_encode(const void* data, size_t n);

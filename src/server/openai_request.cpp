@@ -2,15 +2,20 @@
 // follow OpenAI; extensions follow llama-server (top_k, min_p, typical_p, repeat_penalty, dry_*, xtc_*,
 // mirostat*, grammar, json_schema, chat_template_kwargs, n_predict).
 #include "server/openai_request.h"
-#include "server/sse.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <span>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "sampling/json_schema/to_grammar.h"
 #include "server/tool_calls.h"
+#include "server/sse.h"
 
 namespace minfer::server {
 namespace {
@@ -93,10 +98,74 @@ Err range(const char* key, double v, double lo, double hi, bool lo_open = false)
                      key);
 }
 
+// SamplerConfig::validate speaks in the CLI's flags ("sampling: --min-p must be in [0, 1], got 5"); a
+// request set the value through its own field, so the error names that field (message and param).
+ApiError sampling_error(const std::string& message) {
+  static constexpr std::pair<std::string_view, const char*> kFields[] = {
+      {"--temp", "temperature"},
+      {"--top-k", "top_k"},
+      {"--top-p", "top_p"},
+      {"--min-p", "min_p"},
+      {"--typical", "typical_p"},
+      {"--repeat-penalty", "repeat_penalty"},
+      {"--repeat-last-n", "repeat_last_n"},
+      {"--frequency-penalty", "frequency_penalty"},
+      {"--presence-penalty", "presence_penalty"},
+      {"--dry-multiplier", "dry_multiplier"},
+      {"--dry-base", "dry_base"},
+      {"--dry-allowed-length", "dry_allowed_length"},
+      {"--dry-penalty-last-n", "dry_penalty_last_n"},
+      {"--dry-sequence-breakers", "dry_sequence_breakers"},
+      {"--xtc-probability", "xtc_probability"},
+      {"--xtc-threshold", "xtc_threshold"},
+      {"--mirostat-tau", "mirostat_tau"},
+      {"--mirostat-eta", "mirostat_eta"},
+      {"--mirostat", "mirostat"},
+      {"--logit-bias", "logit_bias"},
+  };
+  std::string text = message;
+  if (text.rfind("sampling: ", 0) == 0) text = text.substr(10);
+  for (const auto& [flag, field] : kFields) {
+    if (text.rfind(flag, 0) != 0) continue;
+    const char next = text.size() > flag.size() ? text[flag.size()] : ' ';
+    if (next == '-' || (next >= 'a' && next <= 'z')) continue;  // a longer flag (--mirostat-tau)
+    return bad_request(fmt::format("'{}'{}", field, text.substr(flag.size())), field);
+  }
+  return bad_request(message);
+}
+
 Err parse_json_body(std::string_view body, json* out) {
   *out = parse_json(body);
   if (out->is_discarded()) return bad_request("the request body is not valid JSON");
   if (!out->is_object()) return bad_request("the request body must be a JSON object");
+  return {};
+}
+
+// Every field of a request is read or refused, as OpenAI answers an unrecognized argument: a misspelt or
+// unsupported field ignored would change the answer silently. `user` (an end-user id for abuse
+// monitoring) changes nothing, so it is accepted.
+constexpr std::string_view kCommonFields[] = {
+    "model",          "n_predict",          "max_tokens",        "max_completion_tokens",
+    "temperature",    "top_p",              "presence_penalty",  "frequency_penalty",
+    "n",              "seed",               "stop",              "logit_bias",
+    "top_k",          "min_p",              "typical_p",         "repeat_penalty",
+    "repeat_last_n",  "dry_multiplier",     "dry_base",          "dry_allowed_length",
+    "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold",
+    "mirostat",       "mirostat_tau",       "mirostat_eta",      "grammar",
+    "json_schema",    "response_format",    "stream",            "stream_options",
+    "user"};
+constexpr std::string_view kChatFields[] = {"messages",    "tools",        "tool_choice", "parallel_tool_calls",
+                                            "logprobs",    "top_logprobs", "chat_template_kwargs"};
+constexpr std::string_view kCompletionFields[] = {"prompt", "logprobs"};
+
+Err only_known_fields(const json& b, std::span<const std::string_view> own, const char* route) {
+  for (const auto& [key, value] : b.items()) {
+    const auto is = [&key](std::string_view f) { return key == f; };
+    if (std::any_of(std::begin(kCommonFields), std::end(kCommonFields), is) ||
+        std::any_of(own.begin(), own.end(), is))
+      continue;
+    return bad_request(fmt::format("unknown field '{}': {} on this server does not take it", key, route), key);
+  }
   return {};
 }
 
@@ -283,11 +352,18 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
   if (auto e = get_bool(b, "stream", &r->stream)) return e;
   if (auto it = b.find("stream_options"); it != b.end() && !it->is_null()) {
     if (!it->is_object()) return wrong_type("stream_options", "an object", *it);
+    // As OpenAI: the options of a stream are an error on a request that does not stream.
+    if (!r->stream) return bad_request("'stream_options' is only allowed with 'stream': true", "stream_options");
+    for (const auto& [key, value] : it->items()) {
+      if (key != "include_usage")
+        return bad_request(fmt::format("unknown field 'stream_options.{}' (only include_usage)", key),
+                           "stream_options");
+    }
     if (auto e = get_bool(*it, "include_usage", &r->include_usage)) return e;
   }
 
   Status st = s.validate(limits.n_vocab);
-  if (!st.ok()) return bad_request(st.message());
+  if (!st.ok()) return sampling_error(st.message());
   return {};
 }
 
@@ -458,6 +534,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const RequestL
   out->endpoint = Endpoint::kChat;
   json b;
   if (auto e = parse_json_body(body, &b)) return e;
+  if (auto e = only_known_fields(b, kChatFields, "/v1/chat/completions")) return e;
   if (auto e = parse_messages(b, out)) return e;
   if (auto e = parse_common(b, limits, out)) return e;
   out->tool_format = limits.tool_format;
@@ -485,6 +562,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Re
   out->endpoint = Endpoint::kCompletion;
   json b;
   if (auto e = parse_json_body(body, &b)) return e;
+  if (auto e = only_known_fields(b, kCompletionFields, "/v1/completions")) return e;
   auto it = b.find("prompt");
   if (it == b.end() || it->is_null()) return bad_request("'prompt' is required", "prompt");
   if (it->is_string()) {
@@ -494,6 +572,12 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Re
     // A token-id array, or a one-element array holding a string or a token-id array.
     const json* p = &*it;
     if (p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+    // Several prompts in one request (OpenAI answers one choice per prompt) are refused by name.
+    if (p->size() > 1 && std::all_of(p->begin(), p->end(), [](const json& v) { return v.is_string() || v.is_array(); }))
+      return bad_request(fmt::format("'prompt' holds {} prompts; this server takes one prompt per request (send "
+                                     "one request each)",
+                                     p->size()),
+                         "prompt");
     if (p->is_string()) {
       out->prompt_text = p->get<std::string>();
       if (out->prompt_text.empty()) return bad_request("'prompt' must not be empty", "prompt");

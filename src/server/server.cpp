@@ -225,7 +225,7 @@ HttpResponse Server::embeddings(const HttpRequest& req, const std::function<bool
   ApiError error;
   auto model = lease_for(req.body, client_alive, &error);
   if (!model) return error_response(error);
-  return embeddings_response(req, model->embedder(), model->id());
+  return embeddings_response(req, model->embedder(), model->id(), client_alive);
 }
 
 std::optional<ApiError> Server::render_chat_prompt(const ModelLease& model, const chat::ChatInputs& inputs,

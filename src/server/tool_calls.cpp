@@ -1,6 +1,5 @@
 // Tool-call extraction in each family's syntax and the GBNF that forces a call (see tool_calls.h).
 #include "server/tool_calls.h"
-#include "server/sse.h"
 
 #include <atomic>
 #include <cctype>
@@ -11,6 +10,7 @@
 
 #include "sampling/json_schema/to_grammar.h"
 #include "server/tag_scan.h"
+#include "server/sse.h"
 
 namespace minfer::server {
 namespace {

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -270,6 +271,17 @@ TEST_F(ModelArgTest, EveryCommandThatOpensAModelTakesACachedNameAndMinusM) {
   EXPECT_EQ(r.rc, 0) << r.err;
 }
 
+TEST_F(ModelArgTest, VersionIsPrintedByTheFlagAndTheCommand) {
+  for (const char* form : {"--version", "version"}) {
+    const Ran r = run_minfer({form});
+    EXPECT_EQ(r.rc, 0) << form << "\n" << r.err;
+    EXPECT_TRUE(r.out.rfind("minfer ", 0) == 0) << r.out;
+    EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(r.out.substr(7, 1)[0]))) << r.out;
+    EXPECT_TRUE(r.err.empty()) << r.err;
+  }
+  EXPECT_TRUE(has(run_minfer({"--help"}).out, "minfer --version")) << "the usage lists it";
+}
+
 TEST_F(ModelArgTest, AWordThatIsNeitherACommandNorAModelListsTheCommands) {
   Ran r = run_minfer({"serv", "x.gguf"}, {cache_env()});
   EXPECT_EQ(r.rc, 2);
@@ -391,6 +403,45 @@ TEST_F(ModelArgTest, BooleanEnvironmentVariablesAreReadOneWay) {
   EXPECT_EQ(env_bool("MINFER_TEST_BOOL").status().message(),
             "MINFER_TEST_BOOL='2' is not a boolean: use 1, true, yes, on or 0, false, no, off");
   ::unsetenv("MINFER_TEST_BOOL");
+}
+
+TEST_F(ModelArgTest, EnvironmentVariablesWithBadValuesAreRefusedByName) {
+  const std::vector<std::string> info = {"info", model(), "--no-tensors"};
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"MINFER_CPU_ISA=avx9", "MINFER_CPU_ISA='avx9' is not a kernel level (known: generic, avx2, avx512"},
+      {"MINFER_LOG=verbose", "MINFER_LOG='verbose' is not a log level: use debug, info, warn, error or none"},
+      {"MINFER_DRAIN_MS=soon", "MINFER_DRAIN_MS='soon' is not a whole number of milliseconds >= 0"},
+      {"MINFER_DRAIN_MS=-5", "MINFER_DRAIN_MS='-5' is not a whole number of milliseconds >= 0"},
+      {"MINFER_COLOR=maybe", "MINFER_COLOR='maybe' is not a boolean"},
+      {"MINFER_CACHE_TYPE=q4_0",
+       "MINFER_CACHE_TYPE: KV cache type 'q4_0' is not supported (use f32, f16 or q8_0)"},
+      {"MINFER_CACHE_TYPE=f8", "MINFER_CACHE_TYPE='f8' is not a KV cache type (use f32, f16 or q8_0)"},
+  };
+  for (const auto& [env, message] : bad) {
+    const Ran r = run_minfer(info, {env});
+    EXPECT_EQ(r.rc, 2) << env;
+    EXPECT_TRUE(has(r.err, "minfer: " + message)) << env << "\n" << r.err;
+    EXPECT_TRUE(r.out.empty()) << env << ": refused before the command ran";
+  }
+  Ran r;
+#if defined(__x86_64__)
+  r = run_minfer(info, {"MINFER_CPU_ISA=neon"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "MINFER_CPU_ISA='neon' is not available on this CPU (it has: generic")) << r.err;
+#endif
+  // Good values (and empty ones, the default) run.
+  for (const char* env : {"MINFER_CPU_ISA=generic", "MINFER_LOG=error", "MINFER_DRAIN_MS=0", "MINFER_COLOR=1",
+                          "MINFER_CACHE_TYPE=q8_0", "MINFER_LOG="}) {
+    const Ran ok = run_minfer({model(), "hi", "-n", "1", "-t", "1"}, {env});
+    EXPECT_EQ(ok.rc, 0) << env << "\n" << ok.err;
+  }
+  // The flag's refusal names the flag.
+  r = run_minfer({model(), "hi", "-n", "1", "--cache-type", "f8"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--cache-type 'f8' is not a KV cache type")) << r.err;
+  r = run_minfer({model(), "hi", "-n", "1", "--cache-type", "q4_0"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--cache-type: KV cache type 'q4_0' is not supported")) << r.err;
 }
 
 TEST_F(ModelArgTest, TheContextGrowsToFitALongPromptUnlessMinusCIsGiven) {
@@ -586,6 +637,20 @@ TEST_F(ModelArgTest, SeedMinusOneIsARandomSeedAsInLlamaCpp) {
     EXPECT_TRUE(has(r.err, fmt::format("'{}' is not a seed: use an integer >= 0, or -1 for random", bad)))
         << r.err;
   }
+}
+
+TEST_F(ModelArgTest, AContextAboveTheTrainedLengthIsSaidNotSilentlyLowered) {
+  const std::string m = model();  // trained length 8192
+  Ran r = run_minfer({m, "hi", "-n", "1", "-t", "1", "-c", "100000"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(
+      has(r.err, "minfer: -c 100000 is above the model's trained context length (8192): the context is 8192"))
+      << r.err;
+  r = run_minfer({m, "hi", "-n", "1", "-t", "1", "-c", "8192"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(has(r.err, "trained context length")) << r.err;
+  r = run_minfer({"serve", m, "--port", "0", "-t", "1", "-np", "1", "-c", "9000"}, {}, "", "listening on");
+  EXPECT_TRUE(has(r.err, "-c 9000 is above the model's trained context length (8192)")) << r.err;
 }
 
 // hf:OWNER/REPO:QUANT through a loopback Hub mirror, the listing, and the space forms of `download`.

@@ -269,5 +269,47 @@ TEST(EmbeddingsHttp, TooLongAndMalformedInputsAre400) {
   EXPECT_EQ(gen.status, 200) << gen.raw;
 }
 
+// OpenAI's bounds (2048 inputs, 300k tokens per request) and unknown fields are 400s naming them.
+TEST(EmbeddingsHttp, LimitsAndUnknownFieldsAre400) {
+  TestServer s(embedding_options(std::nullopt, /*n_ctx=*/512));
+  ASSERT_TRUE(s.ok());
+  json inputs = json::array();
+  for (int i = 0; i < 2049; ++i) inputs.push_back("a");
+  Reply r = post(s, "/v1/embeddings", json{{"input", inputs}}.dump());
+  EXPECT_EQ(r.status, 400) << r.raw;
+  EXPECT_EQ(r.body["error"]["param"], "input");
+  EXPECT_NE(r.raw.find("at most 2048"), std::string::npos) << r.raw;
+  // 300 inputs of 1001 token ids: 300,300 tokens, each input within the context.
+  std::string ids = "[";
+  for (int i = 0; i < 1001; ++i) ids += i == 0 ? "5" : ",5";
+  ids += "]";
+  std::string body = R"({"input":[)";
+  for (int i = 0; i < 300; ++i) body += (i == 0 ? "" : ",") + ids;
+  body += "]}";
+  Reply t = post(s, "/v1/embeddings", body);
+  EXPECT_EQ(t.status, 400) << t.raw.substr(0, 300);
+  EXPECT_NE(t.raw.find("300300 tokens; at most 300000"), std::string::npos) << t.raw.substr(0, 300);
+  Reply u = post(s, "/v1/embeddings", json{{"input", "a"}, {"encoding", "float"}}.dump());
+  EXPECT_EQ(u.status, 400) << u.raw;
+  EXPECT_EQ(u.body["error"]["param"], "encoding");
+  EXPECT_NE(u.raw.find("unknown field 'encoding'"), std::string::npos) << u.raw;
+  EXPECT_EQ(post(s, "/v1/embeddings", json{{"input", "a"}, {"user", "u1"}}.dump()).status, 200);
+}
+
+// A client that went away stops the work between decodes: the embedder asks before each one.
+TEST(EmbeddingsHttp, AGoneClientStopsTheWork) {
+  auto e = Embedder::create(embedding_model(), {.n_ctx = 64, .n_threads = 1}, std::nullopt);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  std::vector<std::vector<int32_t>> inputs(40, std::vector<int32_t>(32, 5));  // 20 decodes of two inputs
+  int asked = 0;
+  auto gone = (*e)->embed(inputs, [&] { return ++asked < 3; });
+  ASSERT_FALSE(gone.ok());
+  EXPECT_EQ(asked, 3);
+  EXPECT_NE(gone.status().message().find("cancelled"), std::string::npos) << gone.status().message();
+  auto all = (*e)->embed(inputs, [] { return true; });
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  EXPECT_EQ(all->size(), inputs.size());
+}
+
 }  // namespace
 }  // namespace minfer::server::test

@@ -89,6 +89,21 @@ TEST(Request, Ranges) {
   expect_400("{" + kMsgs + R"(,"top_logprobs":21,"logprobs":true})", "'top_logprobs' must be in [0, 20]");
 }
 
+// Range errors of the sampler's own checks name the request's field (message and param), not the CLI
+// flag the same check answers for `minfer run`.
+TEST(Request, SamplingErrorsNameTheRequestField) {
+  for (auto [field, value] : {std::pair{"min_p", "5"}, std::pair{"typical_p", "-1"},
+                              std::pair{"repeat_penalty", "0"}, std::pair{"xtc_threshold", "0.9"},
+                              std::pair{"mirostat_tau", "0"}, std::pair{"mirostat_eta", "-2"},
+                              std::pair{"dry_base", "0.5"}, std::pair{"dry_multiplier", "-1"}}) {
+    auto e = chat("{" + kMsgs + ",\"" + field + "\":" + value + "}");
+    ASSERT_TRUE(e.has_value()) << field;
+    EXPECT_EQ(e->param, field) << e->message;
+    EXPECT_EQ(e->message.rfind(std::string("'") + field + "'", 0), 0u) << e->message;
+    EXPECT_EQ(e->message.find("--"), std::string::npos) << e->message;
+  }
+}
+
 TEST(Request, GrammarAndSchemaErrors) {
   expect_400("{" + kMsgs + R"(,"grammar":"root ::= \"a\"","response_format":{"type":"json_object"}})",
              "'grammar' cannot be combined");
@@ -196,6 +211,37 @@ TEST(Request, CompletionsPrompt) {
   expect_400(R"({"prompt":[1,5000]})", "token id 5000 is outside", true);
   expect_400(R"({"prompt":[1,"a"]})", "array of token ids", true);
   expect_400(R"({"prompt":""})", "must not be empty", true);
+  // Several prompts are refused by name, not read as something else.
+  expect_400(R"({"prompt":["a","b"]})", "'prompt' holds 2 prompts", true);
+  expect_400(R"({"prompt":[[1,2],[3]]})", "one prompt per request", true);
+}
+
+// Every field is read or refused by name (OpenAI: "Unrecognized request argument"); a typo is not ignored.
+TEST(Request, UnknownFieldsAreRefusedByName) {
+  expect_400("{" + kMsgs + R"(,"temprature":0.5})", "unknown field 'temprature'");
+  expect_400("{" + kMsgs + R"(,"echo":true})", "unknown field 'echo'");
+  expect_400(R"({"prompt":"x","suffix":"y"})", "unknown field 'suffix'", true);
+  expect_400(R"({"prompt":"x","messages":[]})", "unknown field 'messages'", true);
+  expect_400("{" + kMsgs + R"(,"prompt":"x"})", "unknown field 'prompt'");
+  auto e = chat("{" + kMsgs + R"(,"service_tier":"flex"})");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "service_tier");
+  // Every field the server reads, and `user`, still pass.
+  EXPECT_FALSE(chat("{" + kMsgs + R"(,"user":"u1","top_k":5,"min_p":0.1,"n_predict":3,"seed":1,
+      "chat_template_kwargs":{},"logprobs":true,"top_logprobs":2,"stop":["x"],"typical_p":1})"));
+  OpenAiRequest r;
+  EXPECT_FALSE(parse_completion_request(R"({"prompt":"x","user":"u","logprobs":1,"mirostat":0})", limits(), &r));
+}
+
+// stream_options belongs to a stream: without 'stream': true it is refused, as OpenAI does.
+TEST(Request, StreamOptionsNeedAStream) {
+  expect_400("{" + kMsgs + R"(,"stream_options":{"include_usage":true}})", "only allowed with 'stream': true");
+  expect_400("{" + kMsgs + R"(,"stream":false,"stream_options":{"include_usage":true}})", "'stream': true");
+  expect_400("{" + kMsgs + R"(,"stream":true,"stream_options":{"include_obfuscation":true}})",
+             "stream_options.include_obfuscation");
+  OpenAiRequest r;
+  ASSERT_FALSE(chat("{" + kMsgs + R"(,"stream":true,"stream_options":{"include_usage":true}})", &r));
+  EXPECT_TRUE(r.include_usage);
 }
 
 }  // namespace
