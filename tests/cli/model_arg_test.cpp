@@ -653,6 +653,55 @@ TEST_F(ModelArgTest, AContextAboveTheTrainedLengthIsSaidNotSilentlyLowered) {
   EXPECT_TRUE(has(r.err, "-c 9000 is above the model's trained context length (8192)")) << r.err;
 }
 
+TEST_F(ModelArgTest, FlagValuesThatWouldBeIgnoredOrMeanNothingAreRefused) {
+  const std::string m = model();
+  Ran r = run_minfer({m, "hi", "-n", "1", "--no-template", "--system", "be brief"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--system has no effect with --no-template (the prompt is sent as is)")) << r.err;
+  write(*dir_ + "/chatml.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}");
+  r = run_minfer({m, "hi", "-n", "1", "--no-template", "--chat-template", *dir_ + "/chatml.jinja"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--chat-template has no effect with --no-template")) << r.err;
+  r = run_minfer({m, "hi", "-n", "1", "--stop", ""});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "--stop")) << r.err;
+  EXPECT_TRUE(has(r.err, "an empty stop string")) << r.err;
+  write(*dir_ + "/empty.jinja", "");
+  r = run_minfer({m, "hi", "-n", "1", "--chat-template", *dir_ + "/empty.jinja"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--chat-template '" + *dir_ + "/empty.jinja': the file is empty")) << r.err;
+  write(*dir_ + "/msgs.json", R"([{"role":"user","content":"hi"}])");
+  r = run_minfer({"template", *dir_ + "/empty.jinja", "--messages", *dir_ + "/msgs.json"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "template file '" + *dir_ + "/empty.jinja' is empty")) << r.err;
+  r = run_minfer({"template", m, "--messages", *dir_ + "/msgs.json", "--var", "a=1", "--var", "a=2"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--var a is given twice")) << r.err;
+  r = run_minfer({"template", m, "--messages", *dir_ + "/msgs.json", "--var", "a=1", "--var", "b=2"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  // Empty grammars and schemas: refused (an empty one meant "no constraint").
+  write(*dir_ + "/empty.gbnf", "");
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{"--grammar-str", ""},
+                                                {"--json-schema-str", ""},
+                                                {"--grammar", *dir_ + "/empty.gbnf"},
+                                                {"--json-schema", *dir_ + "/empty.gbnf"}}) {
+    r = run_minfer(with({m, "hi", "-n", "1"}, flags));
+    EXPECT_EQ(r.rc, 2) << flags[0];
+    EXPECT_TRUE(has(r.err, flags[0])) << r.err;
+    EXPECT_TRUE(has(r.err, "empty")) << r.err;
+    r = run_minfer(with({"grammar"}, flags));
+    EXPECT_EQ(r.rc, 1) << flags[0];
+    EXPECT_TRUE(has(r.err, flags[0] + (flags[1].empty() ? ": the text is empty"
+                                                        : " '" + flags[1] + "': the file is empty")))
+        << r.err;
+  }
+  r = run_minfer({"download", "hf:acme/none", "--retries", "101"}, {cache_env()});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "--retries")) << r.err;
+  r = run_minfer({"download", "hf:acme/none", "--retries", "-1"}, {cache_env()});
+  EXPECT_EQ(r.rc, 2);
+}
+
 // hf:OWNER/REPO:QUANT through a loopback Hub mirror, the listing, and the space forms of `download`.
 class HubFormsTest : public ModelArgTest {
  protected:
