@@ -15,6 +15,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -280,6 +283,64 @@ TEST_F(ModelArgTest, VersionIsPrintedByTheFlagAndTheCommand) {
     EXPECT_TRUE(r.err.empty()) << r.err;
   }
   EXPECT_TRUE(has(run_minfer({"--help"}).out, "minfer --version")) << "the usage lists it";
+}
+
+// Every --flag the README's usage block shows for a command is one that command's --help lists.
+TEST_F(ModelArgTest, TheReadmeUsageFlagsAreInEachCommandsHelp) {
+  const std::string readme = test::read_file(MINFER_README);
+  const size_t begin = readme.find("```sh", readme.find("## Usage"));
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = readme.find("```", begin + 5);
+  std::istringstream block(readme.substr(begin + 5, end - begin - 5));
+  const std::set<std::string> commands = {"bench",    "specverify", "perplexity", "info",   "make-model",
+                                          "quantize", "tokenize",   "template",   "grammar"};
+  std::map<std::string, std::set<std::string>> flags;
+  std::string line, command;
+  while (std::getline(block, line)) {
+    if (line.rfind("minfer ", 0) == 0) {
+      std::istringstream words(line);
+      std::string first, second;
+      words >> first >> second;
+      command = commands.count(second) > 0 ? second : second == "--version" ? "" : "run";
+    }
+    if (command.empty()) continue;
+    const std::string code = line.substr(0, line.find('#'));
+    for (size_t at = code.find("--"); at != std::string::npos; at = code.find("--", at + 2)) {
+      size_t e = at + 2;
+      while (e < code.size() && (std::islower(static_cast<unsigned char>(code[e])) ||
+                                 std::isdigit(static_cast<unsigned char>(code[e])) || code[e] == '-')) {
+        ++e;
+      }
+      if (e > at + 2 && code.substr(at, e - at) != "--version")
+        flags[command].insert(code.substr(at, e - at));
+      at = e - 2;
+    }
+  }
+  ASSERT_GE(flags["run"].size(), 10u);
+  for (const auto& [cmd, names] : flags) {
+    const Ran r = run_minfer({cmd, "--help"});
+    ASSERT_EQ(r.rc, 0) << cmd;
+    for (const std::string& name : names) {
+      bool listed = false;
+      for (size_t at = r.out.find(name); at != std::string::npos && !listed; at = r.out.find(name, at + 1)) {
+        const size_t e = at + name.size();
+        listed =
+            (at == 0 || r.out[at - 1] == ' ' || r.out[at - 1] == ',') &&
+            (e == r.out.size() || !(std::islower(static_cast<unsigned char>(r.out[e])) || r.out[e] == '-'));
+      }
+      EXPECT_TRUE(listed) << "minfer " << cmd << " --help does not list " << name;
+    }
+  }
+  // Details the help texts give: the variable a flag falls back to, llama.cpp's -hf.
+  for (const char* cmd : {"run", "bench", "perplexity", "viz"}) {
+    EXPECT_TRUE(has(run_minfer({cmd, "--help"}).out, "(env MINFER_CACHE_TYPE)")) << cmd;
+  }
+  EXPECT_TRUE(has(run_minfer({"info", "--help"}).out, "llama.cpp's -hf OWNER/REPO[:QUANT]"));
+  // bench honours MINFER_CACHE_TYPE as the other commands do (it used f16 whatever the variable said).
+  const Ran b = run_minfer({"bench", model(), "-p", "4", "-n", "0", "-r", "1", "-t", "1", "-o", "json"},
+                           {"MINFER_CACHE_TYPE=q8_0"});
+  ASSERT_EQ(b.rc, 0) << b.err;
+  EXPECT_TRUE(has(b.out, "\"type_k\": \"q8_0\"")) << b.out;
 }
 
 TEST_F(ModelArgTest, AWordThatIsNeitherACommandNorAModelListsTheCommands) {
