@@ -254,9 +254,14 @@ int run_command(const Args& argv) {
   }
   args.prompt_given = prompt_sources > 0;
   const bool ctx_given = app.count("--ctx-size") > 0;
-  if (!args.cnv &&
-      (args.conversation.single_turn || args.conversation.multiline || !args.conversation.session.empty())) {
-    return fail(invalid_argument("-st, -mli and --session need --cnv"));
+  if (!args.cnv && (args.conversation.single_turn || args.conversation.multiline ||
+                    !args.conversation.session.empty() || app.count("--color") > 0)) {
+    return fail(invalid_argument("-st, -mli, --session and --color need --cnv"));
+  }
+  if (args.cnv && (!args.dump_graph.empty() || !args.dump_graph_json.empty())) {
+    return fail(
+        invalid_argument("--dump-graph and --dump-graph-json export the prompt's graph and exit; they "
+                         "cannot be combined with --cnv"));
   }
   if (args.no_template && (app.count("--system") > 0 || app.count("--chat-template") > 0)) {
     return fail(invalid_argument("{} has no effect with --no-template (the prompt is sent as is)",

@@ -591,7 +591,7 @@ TEST_F(ModelArgTest, SessionRefusalsAndFailedSavesExitOne) {
   const std::vector<std::string> quick = {"-n", "2", "-t", "1", "--temp", "0"};
   Ran r = run_minfer(with({m, "hi", "--session", *dir_ + "/s.json"}, quick));
   EXPECT_EQ(r.rc, 1);
-  EXPECT_TRUE(has(r.err, "-st, -mli and --session need --cnv")) << r.err;
+  EXPECT_TRUE(has(r.err, "-st, -mli, --session and --color need --cnv")) << r.err;
   // A session that cannot be written: the turn runs, the failure is said, the exit status is 1.
   const std::string unwritable = *dir_ + "/no-such-dir/s.json";
   r = run_minfer(with({"--cnv", "-st", m, "-p", "hi", "--session", unwritable}, quick));
@@ -761,6 +761,23 @@ TEST_F(ModelArgTest, FlagValuesThatWouldBeIgnoredOrMeanNothingAreRefused) {
   EXPECT_TRUE(has(r.err, "--retries")) << r.err;
   r = run_minfer({"download", "hf:acme/none", "--retries", "-1"}, {cache_env()});
   EXPECT_EQ(r.rc, 2);
+}
+
+TEST_F(ModelArgTest, FlagsOfAnotherModeAreRefusedNotIgnored) {
+  const std::string m = model();
+  Ran r = run_minfer({m, "hi", "-n", "1", "--color", "on"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "-st, -mli, --session and --color need --cnv")) << r.err;
+  r = run_minfer({"--cnv", "-st", m, "-p", "hi", "-n", "1", "--dump-graph", *dir_ + "/g.dot"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "cannot be combined with --cnv")) << r.err;
+  EXPECT_FALSE(fs::exists(*dir_ + "/g.dot"));
+  r = run_minfer({"devices", "--gpu", "3"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "--gpu requires --bandwidth")) << r.err;
+  r = run_minfer({"devices", "--bandwidth-mib", "8"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "--bandwidth-mib requires --bandwidth")) << r.err;
 }
 
 // hf:OWNER/REPO:QUANT through a loopback Hub mirror, the listing, and the space forms of `download`.
