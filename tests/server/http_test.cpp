@@ -129,6 +129,9 @@ TEST_F(Http, TokenizeDetokenize) {
   EXPECT_TRUE(p.body["tokens"][0].contains("piece"));
   expect_error(post(*server_, "/detokenize", R"({"tokens":[-1]})"), 400, "outside the vocabulary");
   expect_error(post(*server_, "/tokenize", R"({"content":5})"), 400, "'content'");
+  expect_error(post(*server_, "/tokenize", R"({"content":"hi","add_bos":true})"), 400, "unknown field 'add_bos'");
+  expect_error(post(*server_, "/detokenize", R"({"tokens":[1],"skip_special":true})"), 400,
+               "unknown field 'skip_special'");
 }
 
 TEST_F(Http, ChatCompletionShape) {
