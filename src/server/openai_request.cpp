@@ -551,7 +551,15 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const RequestL
   out->chat.add_generation_prompt = true;
   if (auto it = b.find("chat_template_kwargs"); it != b.end() && !it->is_null()) {
     if (!it->is_object()) return wrong_type("chat_template_kwargs", "an object", *it);
-    for (const auto& [k, v] : it->items()) out->chat.extra[k] = v;
+    for (const auto& [k, v] : it->items()) {
+      // These would silently replace what the request's own fields (validated above) give the template.
+      if (k == "messages" || k == "tools" || k == "add_generation_prompt")
+        return bad_request(fmt::format("'chat_template_kwargs.{}' would replace the request's {}; send it as "
+                                       "the request field instead",
+                                       k, k == "add_generation_prompt" ? "generation prompt" : k),
+                           "chat_template_kwargs");
+      out->chat.extra[k] = v;
+    }
   }
   return {};
 }

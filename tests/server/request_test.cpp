@@ -233,6 +233,17 @@ TEST(Request, UnknownFieldsAreRefusedByName) {
   EXPECT_FALSE(parse_completion_request(R"({"prompt":"x","user":"u","logprobs":1,"mirostat":0})", limits(), &r));
 }
 
+// chat_template_kwargs may not replace what the request's own fields give the template.
+TEST(Request, TemplateKwargsCannotShadowTheRequest) {
+  expect_400("{" + kMsgs + R"(,"chat_template_kwargs":{"messages":[]}})", "'chat_template_kwargs.messages'");
+  expect_400("{" + kMsgs + R"(,"chat_template_kwargs":{"tools":[]}})", "'chat_template_kwargs.tools'");
+  expect_400("{" + kMsgs + R"(,"chat_template_kwargs":{"add_generation_prompt":false}})",
+             "chat_template_kwargs.add_generation_prompt");
+  OpenAiRequest r;
+  ASSERT_FALSE(chat("{" + kMsgs + R"(,"chat_template_kwargs":{"enable_thinking":false}})", &r));
+  EXPECT_EQ(r.chat.extra["enable_thinking"], false);
+}
+
 // stream_options belongs to a stream: without 'stream': true it is refused, as OpenAI does.
 TEST(Request, StreamOptionsNeedAStream) {
   expect_400("{" + kMsgs + R"(,"stream_options":{"include_usage":true}})", "only allowed with 'stream': true");
