@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "sampling/grammar/grammar.h"
 #include "sampling/json_schema/to_grammar.h"
 #include "server/tool_calls.h"
 #include "server/sse.h"
@@ -344,6 +345,11 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
     auto gbnf = sampling::json_schema::to_grammar_from_json(schema);
     if (!gbnf.ok()) return bad_request(gbnf.status().message(), "response_format");
     grammar = *gbnf;
+  }
+  if (!grammar.empty() && !has_schema) {
+    // Checked here so a bad grammar is a 400 naming 'grammar', not a param-less refusal from the batcher.
+    auto parsed = sampling::grammar::Grammar::parse(grammar);
+    if (!parsed.ok()) return bad_request(parsed.status().message(), "grammar");
   }
   r->has_user_grammar = !grammar.empty();
   s.grammar = grammar;

@@ -113,6 +113,11 @@ TEST(Request, GrammarAndSchemaErrors) {
                  "properties":{"a":{"type":"number","multipleOf":2}}}}}})",
       "#/properties/a");
   expect_400("{" + kMsgs + R"(,"response_format":{"type":"yaml"}})", "'response_format.type'");
+  // A grammar that does not parse is refused here, naming the field.
+  auto e = chat("{" + kMsgs + R"(,"grammar":"root ::= undefined-rule"})");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "grammar");
+  EXPECT_NE(e->message.find("undefined-rule"), std::string::npos) << e->message;
 }
 
 TEST(Request, ToolsAndToolChoice) {
