@@ -138,7 +138,10 @@ Status check_environment() {
 
 void add_model_arg(CLI::App& app, ModelArg* model, const std::string& what) {
   app.add_option("model", model->positional, fmt::format("{}: {}", what, kModelForms));
-  app.add_option("-m,--model", model->flag, fmt::format("{} (instead of the positional MODEL)", what));
+  app.add_option("-m,--model", model->flag,
+                 fmt::format("{} (instead of the positional MODEL; llama.cpp's -hf OWNER/REPO[:QUANT] is "
+                             "-m hf:OWNER/REPO[:QUANT])",
+                             what));
 }
 
 Result<std::string> take_model(const ModelArg& model, std::vector<std::string*> rest) {

@@ -29,7 +29,9 @@ int convert_command(const Args& args) {
   app.add_option("--outtype", options.outtype, "f32 | f16 | bf16 | any `minfer quantize` type (q8_0, q4_0, q4_K_M, ...)")
       ->capture_default_str();
   app.add_option("--name", options.name, "general.name (default: the folder's name)");
-  app.add_option("-t,--threads", options.n_threads, "threads for quantized outtypes")->capture_default_str();
+  app.add_option("-t,--threads", options.n_threads, "threads for quantized outtypes (1 to 1024)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   bool vocab_only = false;
   app.add_flag("--vocab-only", vocab_only,
                "write only the vocabulary (tokenizer.json, tokenizer_config.json, config.json; no weights needed)");

@@ -30,13 +30,18 @@ int devices_command(const Args& args) {
   int gpu = -1;
   int bandwidth_mib = 256;
   app.add_flag("--json", json, "emit JSON for scripts");
-  app.add_flag("--bandwidth", bandwidth,
-               "also measure each usable Vulkan device's copy bandwidth (host->device, device->host, "
-               "device->device; best of 5 copies)");
-  app.add_option("--gpu", gpu, "with --bandwidth: only Vulkan device N");
+  CLI::Option* bandwidth_flag =
+      app.add_flag("--bandwidth", bandwidth,
+                   "also measure each usable Vulkan device's copy bandwidth (host->device, "
+                   "device->host, device->device; best of 5 copies)");
+  // Both only mean something to the measurement: without --bandwidth they are refused, not ignored.
+  app.add_option("--gpu", gpu, "with --bandwidth: only Vulkan device N")
+      ->check(CLI::Range(0, 1 << 16))
+      ->needs(bandwidth_flag);
   app.add_option("--bandwidth-mib", bandwidth_mib, "with --bandwidth: MiB per copy")
       ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
+      ->check(CLI::Range(1, 4096))
+      ->needs(bandwidth_flag);
   if (int code = parse_args(app, args); code >= 0) return code;
 
   const std::vector<backend::BackendListing> backends = backend::list_backends();

@@ -36,12 +36,18 @@ int grammar_command(const Args& args) {
   o3->excludes(o4);
   app.require_option(1);
   if (int code = parse_args(app, args); code >= 0) return code;
+  // An empty grammar or schema is a mistake (an unset variable in a script), refused naming the flag.
+  if (app.count("--json-schema-str") > 0 && schema_str.empty())
+    return fail(invalid_argument("--json-schema-str: the text is empty"));
+  if (app.count("--grammar-str") > 0 && grammar_str.empty())
+    return fail(invalid_argument("--grammar-str: the text is empty"));
 
   if (!schema_file.empty() || !schema_str.empty()) {
     std::string schema = schema_str;
     if (!schema_file.empty()) {
       auto text = read_file_text(schema_file);
       if (!text.ok()) return fail(text.status());
+      if (text->empty()) return fail(invalid_argument("--json-schema '{}': the file is empty", schema_file));
       schema = *text;
     }
     auto gbnf = sampling::json_schema::to_grammar(schema);
@@ -56,6 +62,7 @@ int grammar_command(const Args& args) {
   if (!grammar_file.empty()) {
     auto t = read_file_text(grammar_file);
     if (!t.ok()) return fail(t.status());
+    if (t->empty()) return fail(invalid_argument("--grammar '{}': the file is empty", grammar_file));
     text = *t;
   }
   auto g = sampling::grammar::Grammar::parse(text);

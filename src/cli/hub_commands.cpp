@@ -56,8 +56,10 @@ int download_command(const Args& args) {
       ->required();
   app.add_option("repo", repo, "after `hf`: OWNER/REPO (listed) or OWNER/REPO:QUANT; after `ollama`: NAME[:TAG]");
   app.add_flag("--list", list, "list the repository's GGUF files and sizes, download nothing");
-  app.add_option("--retries", options.retries, "extra attempts after a network error (each resumes)")
-      ->capture_default_str();
+  app.add_option("--retries", options.retries,
+                 "extra attempts after a network error (each resumes), 0 to 100")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100));
   if (int code = parse_args(app, args); code >= 0) return code;
   if ((source == "hf" || source == "ollama") && repo.empty()) {
     return fail(invalid_argument("download {}: name the {} after it (minfer download {})", source,

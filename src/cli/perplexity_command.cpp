@@ -278,7 +278,7 @@ int perplexity_command(const Args& argv) {
                  "without --kl-divergence: save this model's distributions to FILE; with it: read them");
   app.add_flag("--kl-divergence", kld,
                "compare this model with the base distributions in --kl-divergence-base");
-  app.add_option("--cache-type", cache, "KV cache type: f32, f16 (default), q8_0");
+  app.add_option("--cache-type", cache, "KV cache type: f32, f16 (default) or q8_0 (env MINFER_CACHE_TYPE)");
   app.add_option("-o,--output", output, "text or json")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

@@ -62,6 +62,8 @@ Result<chat::ChatTemplate> load_template(const RunArgs& args, engine::Engine& en
   if (!args.chat_template_file.empty()) {
     auto text = read_text_file(args.chat_template_file);
     if (!text.ok()) return chat_template_file_missing(args.chat_template_file);
+    if (text->empty())
+      return invalid_argument("--chat-template '{}': the file is empty", args.chat_template_file);
     source = std::move(*text);
   } else if (engine.file().metadata().contains("tokenizer.chat_template")) {
     MINFER_ASSIGN_OR_RETURN(source, engine.file().metadata().get_string("tokenizer.chat_template"));
@@ -191,7 +193,10 @@ int run_command(const Args& argv) {
   app.add_option("-b,--batch-size", args.batch, "prompt tokens per forward pass")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
-  app.add_option("--stop", args.stop, "stop string (repeatable; never printed)");
+  app.add_option("--stop", args.stop, "stop string (repeatable; never printed)")
+      ->check([](const std::string& v) {
+        return v.empty() ? std::string("an empty stop string") : std::string();
+      });
   app.add_option("--system,--system-prompt", args.system, "system prompt (also -sys)");
   app.add_flag("--no-template", args.no_template, "send the prompt as is, without the chat template");
   app.add_option("--chat-template,--chat-template-file", args.chat_template_file,
@@ -249,9 +254,18 @@ int run_command(const Args& argv) {
   }
   args.prompt_given = prompt_sources > 0;
   const bool ctx_given = app.count("--ctx-size") > 0;
-  if (!args.cnv &&
-      (args.conversation.single_turn || args.conversation.multiline || !args.conversation.session.empty())) {
-    return fail(invalid_argument("-st, -mli and --session need --cnv"));
+  if (!args.cnv && (args.conversation.single_turn || args.conversation.multiline ||
+                    !args.conversation.session.empty() || app.count("--color") > 0)) {
+    return fail(invalid_argument("-st, -mli, --session and --color need --cnv"));
+  }
+  if (args.cnv && (!args.dump_graph.empty() || !args.dump_graph_json.empty())) {
+    return fail(
+        invalid_argument("--dump-graph and --dump-graph-json export the prompt's graph and exit; they "
+                         "cannot be combined with --cnv"));
+  }
+  if (args.no_template && (app.count("--system") > 0 || app.count("--chat-template") > 0)) {
+    return fail(invalid_argument("{} has no effect with --no-template (the prompt is sent as is)",
+                                 app.count("--system") > 0 ? "--system" : "--chat-template"));
   }
   if (args.cnv && (args.no_template || args.output != "text")) {
     return fail(

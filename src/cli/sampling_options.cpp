@@ -8,12 +8,19 @@
 namespace minfer::cli {
 namespace {
 
+// A grammar or schema file's text; an empty one is refused (it would mean "no constraint").
 std::string read_text_file(const std::string& flag, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CLI::ValidationError(flag, "cannot read '" + path + "'");
   std::stringstream ss;
   ss << in.rdbuf();
+  if (ss.str().empty()) throw CLI::ValidationError(flag, "'" + path + "' is empty");
   return ss.str();
+}
+
+// Refuses an empty --grammar-str / --json-schema-str (it would mean "no constraint").
+std::string not_empty(const std::string& v) {
+  return v.empty() ? std::string("the text is empty") : std::string();
 }
 
 // The original engine's token-id form: ids separated by ',' within a sequence and ';' between sequences
@@ -149,14 +156,16 @@ void add_sampling_options(CLI::App& app, sampling::SamplerConfig* cfg) {
              [cfg](const std::string& path) { cfg->grammar = read_text_file("--grammar", path); },
              "GBNF grammar file (root rule `root`)")
           ->group(c);
-  CLI::Option* gs = app.add_option("--grammar-str", cfg->grammar, "GBNF grammar text")->group(c);
+  CLI::Option* gs =
+      app.add_option("--grammar-str", cfg->grammar, "GBNF grammar text")->check(not_empty)->group(c);
   CLI::Option* sf =
       app.add_option_function<std::string>(
              "--json-schema",
              [cfg](const std::string& path) { cfg->json_schema = read_text_file("--json-schema", path); },
              "JSON Schema file")
           ->group(c);
-  CLI::Option* ss = app.add_option("--json-schema-str", cfg->json_schema, "JSON Schema text")->group(c);
+  CLI::Option* ss =
+      app.add_option("--json-schema-str", cfg->json_schema, "JSON Schema text")->check(not_empty)->group(c);
   gf->excludes(gs)->excludes(sf)->excludes(ss);
   gs->excludes(sf)->excludes(ss);
   sf->excludes(ss);

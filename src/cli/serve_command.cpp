@@ -111,6 +111,8 @@ Result<chat::ChatTemplate> load_template(const ServeArgs& args, engine::Engine& 
     std::stringstream ss;
     ss << in.rdbuf();
     source = ss.str();
+    if (source.empty())
+      return invalid_argument("--chat-template '{}': the file is empty", args.chat_template_file);
   } else if (engine.file().metadata().contains("tokenizer.chat_template")) {
     MINFER_ASSIGN_OR_RETURN(source, engine.file().metadata().get_string("tokenizer.chat_template"));
   }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,7 @@ Status load_template(const std::string& path, std::string* source, bool* has_tem
   *has_template = true;
   if (!is_gguf(path)) {
     MINFER_ASSIGN_OR_RETURN(*source, read_file_text(path));
+    if (source->empty()) return invalid_argument("template file '{}' is empty", path);
     return Status::ok_status();
   }
   MINFER_ASSIGN_OR_RETURN(gguf::File file, gguf::File::open(path));
@@ -122,9 +124,13 @@ int template_command(const Args& args) {
     inputs.tools = *tools;
   }
   if (add_generation_prompt) inputs.add_generation_prompt = true;
+  std::set<std::string> var_names;
   for (const std::string& var : vars) {
     const size_t eq = var.find('=');
     if (eq == std::string::npos || eq == 0) return fail(invalid_argument("--var '{}': expected key=<json>", var));
+    if (!var_names.insert(var.substr(0, eq)).second) {
+      return fail(invalid_argument("--var {} is given twice", var.substr(0, eq)));
+    }
     auto value = nlohmann::ordered_json::parse(var.substr(eq + 1), nullptr, false);
     if (value.is_discarded()) {
       return fail(invalid_argument("--var '{}': the value is not JSON (quote strings: key='\"text\"')", var));

@@ -801,7 +801,7 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
         if (!out.alive()) ok = false;
         if (++idle_polls >= kPingEveryPolls) {
           idle_polls = 0;
-          if (started) send({{"type", "ping"}});
+          send({{"type", "ping"}});  // also before message_start, while queued: the SDKs skip pings
         }
         continue;
       }

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "sampling/grammar/grammar.h"
 #include "sampling/json_schema/to_grammar.h"
 #include "server/tool_calls.h"
 #include "server/sse.h"
@@ -345,6 +346,11 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
     if (!gbnf.ok()) return bad_request(gbnf.status().message(), "response_format");
     grammar = *gbnf;
   }
+  if (!grammar.empty() && !has_schema) {
+    // Checked here so a bad grammar is a 400 naming 'grammar', not a param-less refusal from the batcher.
+    auto parsed = sampling::grammar::Grammar::parse(grammar);
+    if (!parsed.ok()) return bad_request(parsed.status().message(), "grammar");
+  }
   r->has_user_grammar = !grammar.empty();
   s.grammar = grammar;
   s.json_schema.clear();
@@ -551,7 +557,15 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const RequestL
   out->chat.add_generation_prompt = true;
   if (auto it = b.find("chat_template_kwargs"); it != b.end() && !it->is_null()) {
     if (!it->is_object()) return wrong_type("chat_template_kwargs", "an object", *it);
-    for (const auto& [k, v] : it->items()) out->chat.extra[k] = v;
+    for (const auto& [k, v] : it->items()) {
+      // These would silently replace what the request's own fields (validated above) give the template.
+      if (k == "messages" || k == "tools" || k == "add_generation_prompt")
+        return bad_request(fmt::format("'chat_template_kwargs.{}' would replace the request's {}; send it as "
+                                       "the request field instead",
+                                       k, k == "add_generation_prompt" ? "generation prompt" : k),
+                           "chat_template_kwargs");
+      out->chat.extra[k] = v;
+    }
   }
   return {};
 }

@@ -6,6 +6,9 @@
 #include <cctype>
 #include <chrono>
 #include <ctime>
+#include <initializer_list>
+#include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -38,6 +41,17 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
+}
+
+// A field of `b` outside `known`, as a 400 naming it (every field is read or refused).
+std::optional<ApiError> unknown_field(const json& b, std::initializer_list<std::string_view> known,
+                                      std::string_view route) {
+  for (const auto& [key, value] : b.items()) {
+    bool ok = false;
+    for (std::string_view k : known) ok = ok || key == k;
+    if (!ok) return bad_request(fmt::format("unknown field '{}': {} does not take it", key, route), key);
+  }
+  return std::nullopt;
 }
 
 std::string token_text_or_empty(const tokenizer::Tokenizer& tok, int32_t id) {
@@ -273,6 +287,8 @@ HttpResponse Server::tokenize(const HttpRequest& req, const std::function<bool()
   json b = parse_json(req.body);
   if (b.is_discarded() || !b.is_object())
     return error_response(bad_request("the request body is not a valid JSON object"));
+  if (auto e = unknown_field(b, {"content", "add_special", "with_pieces", "parse_special", "model"}, "/tokenize"))
+    return error_response(*e);
   if (!b.contains("content") || !b["content"].is_string())
     return error_response(bad_request("'content' must be a string", "content"));
   bool add_special = false, with_pieces = false, parse_special = true;
@@ -305,6 +321,7 @@ HttpResponse Server::detokenize(const HttpRequest& req, const std::function<bool
   json b = parse_json(req.body);
   if (b.is_discarded() || !b.is_object())
     return error_response(bad_request("the request body is not a valid JSON object"));
+  if (auto e = unknown_field(b, {"tokens", "model"}, "/detokenize")) return error_response(*e);
   if (!b.contains("tokens") || !b["tokens"].is_array())
     return error_response(bad_request("'tokens' must be an array of token ids", "tokens"));
   ApiError error;

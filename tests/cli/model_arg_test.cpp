@@ -15,6 +15,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -282,6 +285,64 @@ TEST_F(ModelArgTest, VersionIsPrintedByTheFlagAndTheCommand) {
   EXPECT_TRUE(has(run_minfer({"--help"}).out, "minfer --version")) << "the usage lists it";
 }
 
+// Every --flag the README's usage block shows for a command is one that command's --help lists.
+TEST_F(ModelArgTest, TheReadmeUsageFlagsAreInEachCommandsHelp) {
+  const std::string readme = test::read_file(MINFER_README);
+  const size_t begin = readme.find("```sh", readme.find("## Usage"));
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = readme.find("```", begin + 5);
+  std::istringstream block(readme.substr(begin + 5, end - begin - 5));
+  const std::set<std::string> commands = {"bench",    "specverify", "perplexity", "info",   "make-model",
+                                          "quantize", "tokenize",   "template",   "grammar"};
+  std::map<std::string, std::set<std::string>> flags;
+  std::string line, command;
+  while (std::getline(block, line)) {
+    if (line.rfind("minfer ", 0) == 0) {
+      std::istringstream words(line);
+      std::string first, second;
+      words >> first >> second;
+      command = commands.count(second) > 0 ? second : second == "--version" ? "" : "run";
+    }
+    if (command.empty()) continue;
+    const std::string code = line.substr(0, line.find('#'));
+    for (size_t at = code.find("--"); at != std::string::npos; at = code.find("--", at + 2)) {
+      size_t e = at + 2;
+      while (e < code.size() && (std::islower(static_cast<unsigned char>(code[e])) ||
+                                 std::isdigit(static_cast<unsigned char>(code[e])) || code[e] == '-')) {
+        ++e;
+      }
+      if (e > at + 2 && code.substr(at, e - at) != "--version")
+        flags[command].insert(code.substr(at, e - at));
+      at = e - 2;
+    }
+  }
+  ASSERT_GE(flags["run"].size(), 10u);
+  for (const auto& [cmd, names] : flags) {
+    const Ran r = run_minfer({cmd, "--help"});
+    ASSERT_EQ(r.rc, 0) << cmd;
+    for (const std::string& name : names) {
+      bool listed = false;
+      for (size_t at = r.out.find(name); at != std::string::npos && !listed; at = r.out.find(name, at + 1)) {
+        const size_t e = at + name.size();
+        listed =
+            (at == 0 || r.out[at - 1] == ' ' || r.out[at - 1] == ',') &&
+            (e == r.out.size() || !(std::islower(static_cast<unsigned char>(r.out[e])) || r.out[e] == '-'));
+      }
+      EXPECT_TRUE(listed) << "minfer " << cmd << " --help does not list " << name;
+    }
+  }
+  // Details the help texts give: the variable a flag falls back to, llama.cpp's -hf.
+  for (const char* cmd : {"run", "bench", "perplexity", "viz"}) {
+    EXPECT_TRUE(has(run_minfer({cmd, "--help"}).out, "(env MINFER_CACHE_TYPE)")) << cmd;
+  }
+  EXPECT_TRUE(has(run_minfer({"info", "--help"}).out, "llama.cpp's -hf OWNER/REPO[:QUANT]"));
+  // bench honours MINFER_CACHE_TYPE as the other commands do (it used f16 whatever the variable said).
+  const Ran b = run_minfer({"bench", model(), "-p", "4", "-n", "0", "-r", "1", "-t", "1", "-o", "json"},
+                           {"MINFER_CACHE_TYPE=q8_0"});
+  ASSERT_EQ(b.rc, 0) << b.err;
+  EXPECT_TRUE(has(b.out, "\"type_k\": \"q8_0\"")) << b.out;
+}
+
 TEST_F(ModelArgTest, AWordThatIsNeitherACommandNorAModelListsTheCommands) {
   Ran r = run_minfer({"serv", "x.gguf"}, {cache_env()});
   EXPECT_EQ(r.rc, 2);
@@ -530,7 +591,7 @@ TEST_F(ModelArgTest, SessionRefusalsAndFailedSavesExitOne) {
   const std::vector<std::string> quick = {"-n", "2", "-t", "1", "--temp", "0"};
   Ran r = run_minfer(with({m, "hi", "--session", *dir_ + "/s.json"}, quick));
   EXPECT_EQ(r.rc, 1);
-  EXPECT_TRUE(has(r.err, "-st, -mli and --session need --cnv")) << r.err;
+  EXPECT_TRUE(has(r.err, "-st, -mli, --session and --color need --cnv")) << r.err;
   // A session that cannot be written: the turn runs, the failure is said, the exit status is 1.
   const std::string unwritable = *dir_ + "/no-such-dir/s.json";
   r = run_minfer(with({"--cnv", "-st", m, "-p", "hi", "--session", unwritable}, quick));
@@ -651,6 +712,72 @@ TEST_F(ModelArgTest, AContextAboveTheTrainedLengthIsSaidNotSilentlyLowered) {
   EXPECT_FALSE(has(r.err, "trained context length")) << r.err;
   r = run_minfer({"serve", m, "--port", "0", "-t", "1", "-np", "1", "-c", "9000"}, {}, "", "listening on");
   EXPECT_TRUE(has(r.err, "-c 9000 is above the model's trained context length (8192)")) << r.err;
+}
+
+TEST_F(ModelArgTest, FlagValuesThatWouldBeIgnoredOrMeanNothingAreRefused) {
+  const std::string m = model();
+  Ran r = run_minfer({m, "hi", "-n", "1", "--no-template", "--system", "be brief"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--system has no effect with --no-template (the prompt is sent as is)")) << r.err;
+  write(*dir_ + "/chatml.jinja", "{% for m in messages %}{{ m.content }}{% endfor %}");
+  r = run_minfer({m, "hi", "-n", "1", "--no-template", "--chat-template", *dir_ + "/chatml.jinja"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--chat-template has no effect with --no-template")) << r.err;
+  r = run_minfer({m, "hi", "-n", "1", "--stop", ""});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "--stop")) << r.err;
+  EXPECT_TRUE(has(r.err, "an empty stop string")) << r.err;
+  write(*dir_ + "/empty.jinja", "");
+  r = run_minfer({m, "hi", "-n", "1", "--chat-template", *dir_ + "/empty.jinja"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--chat-template '" + *dir_ + "/empty.jinja': the file is empty")) << r.err;
+  write(*dir_ + "/msgs.json", R"([{"role":"user","content":"hi"}])");
+  r = run_minfer({"template", *dir_ + "/empty.jinja", "--messages", *dir_ + "/msgs.json"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "template file '" + *dir_ + "/empty.jinja' is empty")) << r.err;
+  r = run_minfer({"template", m, "--messages", *dir_ + "/msgs.json", "--var", "a=1", "--var", "a=2"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--var a is given twice")) << r.err;
+  r = run_minfer({"template", m, "--messages", *dir_ + "/msgs.json", "--var", "a=1", "--var", "b=2"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  // Empty grammars and schemas: refused (an empty one meant "no constraint").
+  write(*dir_ + "/empty.gbnf", "");
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{"--grammar-str", ""},
+                                                {"--json-schema-str", ""},
+                                                {"--grammar", *dir_ + "/empty.gbnf"},
+                                                {"--json-schema", *dir_ + "/empty.gbnf"}}) {
+    r = run_minfer(with({m, "hi", "-n", "1"}, flags));
+    EXPECT_EQ(r.rc, 2) << flags[0];
+    EXPECT_TRUE(has(r.err, flags[0])) << r.err;
+    EXPECT_TRUE(has(r.err, "empty")) << r.err;
+    r = run_minfer(with({"grammar"}, flags));
+    EXPECT_EQ(r.rc, 1) << flags[0];
+    EXPECT_TRUE(has(r.err, flags[0] + (flags[1].empty() ? ": the text is empty"
+                                                        : " '" + flags[1] + "': the file is empty")))
+        << r.err;
+  }
+  r = run_minfer({"download", "hf:acme/none", "--retries", "101"}, {cache_env()});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "--retries")) << r.err;
+  r = run_minfer({"download", "hf:acme/none", "--retries", "-1"}, {cache_env()});
+  EXPECT_EQ(r.rc, 2);
+}
+
+TEST_F(ModelArgTest, FlagsOfAnotherModeAreRefusedNotIgnored) {
+  const std::string m = model();
+  Ran r = run_minfer({m, "hi", "-n", "1", "--color", "on"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "-st, -mli, --session and --color need --cnv")) << r.err;
+  r = run_minfer({"--cnv", "-st", m, "-p", "hi", "-n", "1", "--dump-graph", *dir_ + "/g.dot"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "cannot be combined with --cnv")) << r.err;
+  EXPECT_FALSE(fs::exists(*dir_ + "/g.dot"));
+  r = run_minfer({"devices", "--gpu", "3"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "--gpu requires --bandwidth")) << r.err;
+  r = run_minfer({"devices", "--bandwidth-mib", "8"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "--bandwidth-mib requires --bandwidth")) << r.err;
 }
 
 // hf:OWNER/REPO:QUANT through a loopback Hub mirror, the listing, and the space forms of `download`.

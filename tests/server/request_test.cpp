@@ -113,6 +113,11 @@ TEST(Request, GrammarAndSchemaErrors) {
                  "properties":{"a":{"type":"number","multipleOf":2}}}}}})",
       "#/properties/a");
   expect_400("{" + kMsgs + R"(,"response_format":{"type":"yaml"}})", "'response_format.type'");
+  // A grammar that does not parse is refused here, naming the field.
+  auto e = chat("{" + kMsgs + R"(,"grammar":"root ::= undefined-rule"})");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "grammar");
+  EXPECT_NE(e->message.find("undefined-rule"), std::string::npos) << e->message;
 }
 
 TEST(Request, ToolsAndToolChoice) {
@@ -231,6 +236,17 @@ TEST(Request, UnknownFieldsAreRefusedByName) {
       "chat_template_kwargs":{},"logprobs":true,"top_logprobs":2,"stop":["x"],"typical_p":1})"));
   OpenAiRequest r;
   EXPECT_FALSE(parse_completion_request(R"({"prompt":"x","user":"u","logprobs":1,"mirostat":0})", limits(), &r));
+}
+
+// chat_template_kwargs may not replace what the request's own fields give the template.
+TEST(Request, TemplateKwargsCannotShadowTheRequest) {
+  expect_400("{" + kMsgs + R"(,"chat_template_kwargs":{"messages":[]}})", "'chat_template_kwargs.messages'");
+  expect_400("{" + kMsgs + R"(,"chat_template_kwargs":{"tools":[]}})", "'chat_template_kwargs.tools'");
+  expect_400("{" + kMsgs + R"(,"chat_template_kwargs":{"add_generation_prompt":false}})",
+             "chat_template_kwargs.add_generation_prompt");
+  OpenAiRequest r;
+  ASSERT_FALSE(chat("{" + kMsgs + R"(,"chat_template_kwargs":{"enable_thinking":false}})", &r));
+  EXPECT_EQ(r.chat.extra["enable_thinking"], false);
 }
 
 // stream_options belongs to a stream: without 'stream': true it is refused, as OpenAI does.
