@@ -40,6 +40,11 @@ Result<Args> llama_spellings(const Args& args, const std::vector<RefusedFlag>& r
 // offload_options, where a flag may override them.)
 Status check_environment();
 
+// The bytes of a file named by the user (a prompt, template, grammar, messages): kNotFound "'PATH': no such
+// file", kInvalidArgument "'PATH': not a regular file" (a directory), kIo when it cannot be read. Never
+// throws, whatever PATH is.
+Result<std::string> read_regular_file(const std::string& path);
+
 // Prints "minfer: <message>" to stderr and returns exit code 1.
 int fail(const Status& status);
 

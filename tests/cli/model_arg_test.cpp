@@ -780,6 +780,33 @@ TEST_F(ModelArgTest, FlagsOfAnotherModeAreRefusedNotIgnored) {
   EXPECT_TRUE(has(r.err, "--bandwidth-mib requires --bandwidth")) << r.err;
 }
 
+TEST_F(ModelArgTest, ADirectoryWhereAFileIsExpectedIsAnErrorNotACrashOrAnEmptyText) {
+  const std::string m = model(), d = *dir_ + "/a-dir";
+  fs::create_directories(d);
+  write(*dir_ + "/msgs.json", R"([{"role":"user","content":"hi"}])");
+  const std::vector<std::pair<std::vector<std::string>, int>> cases = {
+      {{m, "-f", d, "-n", "1"}, 1},  // it ran with an empty prompt
+      {{m, "hi", "-n", "1", "--chat-template", d}, 1},
+      {{m, "hi", "-n", "1", "--grammar", d}, 2},
+      {{m, "hi", "-n", "1", "--json-schema", d}, 2},
+      {{"template", m, "--messages", d}, 1},  // it aborted on an uncaught std::ios_base::failure
+      {{"template", m, "--messages", *dir_ + "/msgs.json", "--tools", d}, 1},
+      {{"template", d, "--messages", *dir_ + "/msgs.json"}, 1},
+      {{"grammar", "--grammar", d}, 1},
+      {{"grammar", "--json-schema", d}, 1},
+  };
+  for (const auto& [args, rc] : cases) {
+    const Ran r = run_minfer(args);
+    EXPECT_EQ(r.rc, rc) << fmt::format("{}", fmt::join(args, " ")) << "\n" << r.err;
+    EXPECT_TRUE(has(r.err, "'" + d + "': not a regular file"))
+        << fmt::format("{}", fmt::join(args, " ")) << "\n"
+        << r.err;
+  }
+  const Ran r = run_minfer({"template", m, "--messages", *dir_ + "/missing.json"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "missing.json': no such file")) << r.err;
+}
+
 // hf:OWNER/REPO:QUANT through a loopback Hub mirror, the listing, and the space forms of `download`.
 class HubFormsTest : public ModelArgTest {
  protected:
