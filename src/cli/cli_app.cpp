@@ -148,6 +148,11 @@ Status check_environment() {
       return invalid_argument("MINFER_DRAIN_MS='{}' is not a whole number of milliseconds >= 0", drain);
   }
   if (!get("MINFER_CACHE_TYPE").empty()) MINFER_RETURN_IF_ERROR(kv_cache_type("").status());
+  if (const std::string cache = get("MINFER_CACHE"); !cache.empty()) {
+    std::error_code ec;
+    if (std::filesystem::exists(cache, ec) && !std::filesystem::is_directory(cache, ec))
+      return invalid_argument("MINFER_CACHE='{}' is not a directory (the model cache is a folder)", cache);
+  }
   return {};
 }
 

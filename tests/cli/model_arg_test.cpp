@@ -477,6 +477,7 @@ TEST_F(ModelArgTest, EnvironmentVariablesWithBadValuesAreRefusedByName) {
       {"MINFER_CACHE_TYPE=q4_0",
        "MINFER_CACHE_TYPE: KV cache type 'q4_0' is not supported (use f32, f16 or q8_0)"},
       {"MINFER_CACHE_TYPE=f8", "MINFER_CACHE_TYPE='f8' is not a KV cache type (use f32, f16 or q8_0)"},
+      {"MINFER_CACHE=" + model(), "MINFER_CACHE='" + model() + "' is not a directory"},
   };
   for (const auto& [env, message] : bad) {
     const Ran r = run_minfer(info, {env});
