@@ -713,6 +713,16 @@ TEST_F(ModelArgTest, AContextAboveTheTrainedLengthIsSaidNotSilentlyLowered) {
   EXPECT_FALSE(has(r.err, "trained context length")) << r.err;
   r = run_minfer({"serve", m, "--port", "0", "-t", "1", "-np", "1", "-c", "9000"}, {}, "", "listening on");
   EXPECT_TRUE(has(r.err, "-c 9000 is above the model's trained context length (8192)")) << r.err;
+  // bench: a test that needs more than the trained length says so, not "raise --n-ctx".
+  r = run_minfer({"bench", m, "-p", "4", "-n", "0", "-d", "10000", "-r", "1", "-t", "1"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err,
+                  "needs 10004 cells but the context holds 8192 (the model's trained context length is "
+                  "8192, the most it can hold)"))
+      << r.err;
+  r = run_minfer({"bench", m, "-p", "4", "-n", "0", "-d", "600", "-c", "512", "-r", "1", "-t", "1"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "needs 604 cells but the context holds 512 (raise --n-ctx)")) << r.err;
 }
 
 TEST_F(ModelArgTest, FlagValuesThatWouldBeIgnoredOrMeanNothingAreRefused) {
