@@ -286,6 +286,10 @@ int run_command(const Args& argv) {
     std::stringstream ss;
     ss << std::cin.rdbuf();
     args.prompt = ss.str();
+    if (args.prompt.empty()) {
+      return fail(
+          invalid_argument("no prompt: none was given and stdin was empty (give one as PROMPT, -p or -f)"));
+    }
   }
 
   auto loaded = engine::Engine::load(args.model, options);

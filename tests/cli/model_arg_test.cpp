@@ -818,6 +818,22 @@ TEST_F(ModelArgTest, ADirectoryWhereAFileIsExpectedIsAnErrorNotACrashOrAnEmptyTe
   EXPECT_TRUE(has(r.err, "missing.json': no such file")) << r.err;
 }
 
+TEST_F(ModelArgTest, AnEmptyStdinIsNoPromptNotAnEmptyMessage) {
+  const std::string m = model();
+  Ran r = run_minfer({m, "-n", "1", "-t", "1"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "no prompt: none was given and stdin was empty (give one as PROMPT, -p or -f)"))
+      << r.err;
+  r = run_minfer({"--cnv", "-st", m, "-n", "1", "-t", "1"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "-st: no message: none was given and stdin was empty")) << r.err;
+  // An explicit empty prompt is the user's choice (an empty user message in the template).
+  r = run_minfer({m, "-p", "", "-n", "1", "-t", "1"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = run_minfer({m, "-n", "1", "-t", "1"}, {}, "hello");
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+
 // hf:OWNER/REPO:QUANT through a loopback Hub mirror, the listing, and the space forms of `download`.
 class HubFormsTest : public ModelArgTest {
  protected:
