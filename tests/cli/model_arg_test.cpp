@@ -789,6 +789,11 @@ TEST_F(ModelArgTest, FlagsOfAnotherModeAreRefusedNotIgnored) {
   r = run_minfer({"devices", "--bandwidth-mib", "8"});
   EXPECT_EQ(r.rc, 2);
   EXPECT_TRUE(has(r.err, "--bandwidth-mib requires --bandwidth")) << r.err;
+  for (const char* weights_flag : {"--outtype", "-t"}) {
+    r = run_minfer({"convert", *dir_, *dir_ + "/v.gguf", "--vocab-only", weights_flag, "2"});
+    EXPECT_EQ(r.rc, 2) << weights_flag;
+    EXPECT_TRUE(has(r.err, "excludes --vocab-only")) << r.err;
+  }
 }
 
 TEST_F(ModelArgTest, ADirectoryWhereAFileIsExpectedIsAnErrorNotACrashOrAnEmptyText) {
