@@ -131,6 +131,7 @@ int bench_command(const Args& argv) {
   auto loaded = engine::Engine::load(model, options);
   if (!loaded.ok()) return fail(loaded.status());
   engine::Engine& e = **loaded;
+  warn_ctx_above_train(n_ctx > 0, n_ctx, e);
 
   uint64_t size = 0, params = 0;
   for (const auto& w : e.model().weights()) {

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -74,6 +76,19 @@ int parse_args(CLI::App& app, const Args& args, const std::vector<RefusedFlag>& 
   return -1;
 }
 
+Result<std::string> read_regular_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) return not_found("'{}': no such file", path);
+  if (!std::filesystem::is_regular_file(status)) return invalid_argument("'{}': not a regular file", path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_error("cannot read '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return io_error("cannot read '{}'", path);
+  return ss.str();
+}
+
 int fail(const Status& status) {
   fmt::print(stderr, "minfer: {}\n", status.message());
   return 1;
@@ -133,6 +148,11 @@ Status check_environment() {
       return invalid_argument("MINFER_DRAIN_MS='{}' is not a whole number of milliseconds >= 0", drain);
   }
   if (!get("MINFER_CACHE_TYPE").empty()) MINFER_RETURN_IF_ERROR(kv_cache_type("").status());
+  if (const std::string cache = get("MINFER_CACHE"); !cache.empty()) {
+    std::error_code ec;
+    if (std::filesystem::exists(cache, ec) && !std::filesystem::is_directory(cache, ec))
+      return invalid_argument("MINFER_CACHE='{}' is not a directory (the model cache is a folder)", cache);
+  }
   return {};
 }
 

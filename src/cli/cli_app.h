@@ -35,10 +35,15 @@ Result<Args> llama_spellings(const Args& args, const std::vector<RefusedFlag>& r
 
 // Every environment variable minfer reads whose value must be one of a set or a number, checked by main()
 // before any command runs: the booleans (core/env.h), MINFER_CPU_ISA (a level this CPU has), MINFER_LOG,
-// MINFER_CACHE_TYPE and MINFER_DRAIN_MS. The first bad one is an error naming the variable and its value;
-// unset or empty means the default. (MINFER_BACKENDS, MINFER_GPU_LAYERS and MINFER_GPU_MEM are refused by
-// offload_options, where a flag may override them.)
+// MINFER_CACHE_TYPE, MINFER_DRAIN_MS and MINFER_CACHE (a folder, when it exists). The first bad one is an
+// error naming the variable and its value; unset or empty means the default. (MINFER_BACKENDS,
+// MINFER_GPU_LAYERS and MINFER_GPU_MEM are refused by offload_options, where a flag may override them.)
 Status check_environment();
+
+// The bytes of a file named by the user (a prompt, template, grammar, messages): kNotFound "'PATH': no such
+// file", kInvalidArgument "'PATH': not a regular file" (a directory), kIo when it cannot be read. Never
+// throws, whatever PATH is.
+Result<std::string> read_regular_file(const std::string& path);
 
 // Prints "minfer: <message>" to stderr and returns exit code 1.
 int fail(const Status& status);

@@ -104,6 +104,10 @@ class Repl {
           std::stringstream ss;
           ss << std::cin.rdbuf();
           message = ss.str();
+          if (message->empty()) {
+            fmt::print(stderr, "minfer: -st: no message: none was given and stdin was empty\n");
+            return 1;
+          }
         }
       }
       if (!message) return 0;

@@ -26,15 +26,21 @@ int convert_command(const Args& args) {
                  "folder with config.json, model.safetensors (or an index + shards), tokenizer.json, tokenizer_config.json")
       ->required();
   app.add_option("output", options.output, "GGUF file to write (atomically)")->required();
-  app.add_option("--outtype", options.outtype, "f32 | f16 | bf16 | any `minfer quantize` type (q8_0, q4_0, q4_K_M, ...)")
-      ->capture_default_str();
+  CLI::Option* outtype =
+      app.add_option("--outtype", options.outtype,
+                     "f32 | f16 | bf16 | any `minfer quantize` type (q8_0, q4_0, q4_K_M, ...)")
+          ->capture_default_str();
   app.add_option("--name", options.name, "general.name (default: the folder's name)");
-  app.add_option("-t,--threads", options.n_threads, "threads for quantized outtypes (1 to 1024)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+  CLI::Option* threads =
+      app.add_option("-t,--threads", options.n_threads, "threads for quantized outtypes (1 to 1024)")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1024));
   bool vocab_only = false;
-  app.add_flag("--vocab-only", vocab_only,
-               "write only the vocabulary (tokenizer.json, tokenizer_config.json, config.json; no weights needed)");
+  app.add_flag(
+         "--vocab-only", vocab_only,
+         "write only the vocabulary (tokenizer.json, tokenizer_config.json, config.json; no weights needed)")
+      ->excludes(outtype)
+      ->excludes(threads);  // both are about weights: refused rather than ignored
   if (int code = parse_args(app, args); code >= 0) return code;
   if (vocab_only) {
     auto report = tools::convert_vocab_only(options);

@@ -12,13 +12,6 @@
 namespace minfer::cli {
 namespace {
 
-Result<std::string> read_file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error("cannot read '{}'", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 
@@ -45,8 +38,8 @@ int grammar_command(const Args& args) {
   if (!schema_file.empty() || !schema_str.empty()) {
     std::string schema = schema_str;
     if (!schema_file.empty()) {
-      auto text = read_file_text(schema_file);
-      if (!text.ok()) return fail(text.status());
+      auto text = read_regular_file(schema_file);
+      if (!text.ok()) return fail(text.status().with_context("--json-schema: "));
       if (text->empty()) return fail(invalid_argument("--json-schema '{}': the file is empty", schema_file));
       schema = *text;
     }
@@ -60,8 +53,8 @@ int grammar_command(const Args& args) {
   }
   std::string text = grammar_str;
   if (!grammar_file.empty()) {
-    auto t = read_file_text(grammar_file);
-    if (!t.ok()) return fail(t.status());
+    auto t = read_regular_file(grammar_file);
+    if (!t.ok()) return fail(t.status().with_context("--grammar: "));
     if (t->empty()) return fail(invalid_argument("--grammar '{}': the file is empty", grammar_file));
     text = *t;
   }

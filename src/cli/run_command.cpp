@@ -44,14 +44,6 @@ struct RunArgs {
   ConversationOptions conversation;
 };
 
-Result<std::string> read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot read '{}'", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string token_text_or_empty(const tokenizer::Tokenizer& tok, int32_t id) {
   return id >= 0 && id < tok.n_vocab() ? std::string(tok.token_text(id)) : std::string();
 }
@@ -60,8 +52,11 @@ std::string token_text_or_empty(const tokenizer::Tokenizer& tok, int32_t id) {
 Result<chat::ChatTemplate> load_template(const RunArgs& args, engine::Engine& engine) {
   std::string source;
   if (!args.chat_template_file.empty()) {
-    auto text = read_text_file(args.chat_template_file);
-    if (!text.ok()) return chat_template_file_missing(args.chat_template_file);
+    auto text = read_regular_file(args.chat_template_file);
+    if (!text.ok() && text.status().code() == StatusCode::kNotFound) {
+      return chat_template_file_missing(args.chat_template_file);
+    }
+    if (!text.ok()) return text.status().with_context("--chat-template: ");
     if (text->empty())
       return invalid_argument("--chat-template '{}': the file is empty", args.chat_template_file);
     source = std::move(*text);
@@ -246,7 +241,7 @@ int run_command(const Args& argv) {
     return fail(invalid_argument("the prompt was given twice: use one of a positional prompt, -p, -f"));
   if (!prompt_pos.empty()) args.prompt = prompt_pos;
   if (!prompt_file.empty()) {
-    auto text = read_text_file(prompt_file);
+    auto text = read_regular_file(prompt_file);
     if (!text.ok()) return fail(text.status().with_context("-f/--file: "));
     args.prompt = std::move(*text);
     // llama.cpp's -f drops one trailing newline (the one an editor ends a file with).
@@ -291,6 +286,10 @@ int run_command(const Args& argv) {
     std::stringstream ss;
     ss << std::cin.rdbuf();
     args.prompt = ss.str();
+    if (args.prompt.empty()) {
+      return fail(
+          invalid_argument("no prompt: none was given and stdin was empty (give one as PROMPT, -p or -f)"));
+    }
   }
 
   auto loaded = engine::Engine::load(args.model, options);

@@ -1,6 +1,8 @@
 // The sampling flags of `run` / `serve`: one registration function shared by both commands.
 #include "cli/sampling_options.h"
 
+#include <filesystem>
+
 #include <charconv>
 #include <fstream>
 #include <sstream>
@@ -9,11 +11,17 @@ namespace minfer::cli {
 namespace {
 
 // A grammar or schema file's text; an empty one is refused (it would mean "no constraint").
+// (Its own reader, not cli_app's read_regular_file: test_sampling_cli builds this file alone.)
 std::string read_text_file(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) throw CLI::ValidationError(flag, "'" + path + "': no such file");
+  if (!std::filesystem::is_regular_file(status))
+    throw CLI::ValidationError(flag, "'" + path + "': not a regular file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CLI::ValidationError(flag, "cannot read '" + path + "'");
   std::stringstream ss;
   ss << in.rdbuf();
+  if (!in || in.bad()) throw CLI::ValidationError(flag, "cannot read '" + path + "'");
   if (ss.str().empty()) throw CLI::ValidationError(flag, "'" + path + "' is empty");
   return ss.str();
 }

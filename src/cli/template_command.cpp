@@ -17,16 +17,8 @@
 namespace minfer::cli {
 namespace {
 
-Result<std::string> read_file_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error("cannot open '{}'", path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return io_error("cannot read '{}'", path);
-  return text;
-}
-
 Result<nlohmann::ordered_json> read_json(const std::string& path) {
-  MINFER_ASSIGN_OR_RETURN(std::string text, read_file_text(path));
+  MINFER_ASSIGN_OR_RETURN(std::string text, read_regular_file(path));
   auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return invalid_argument("'{}' is not valid JSON", path);
   return j;
@@ -43,7 +35,7 @@ bool is_gguf(const std::string& path) {
 Status load_template(const std::string& path, std::string* source, bool* has_template, nlohmann::ordered_json* tokens) {
   *has_template = true;
   if (!is_gguf(path)) {
-    MINFER_ASSIGN_OR_RETURN(*source, read_file_text(path));
+    MINFER_ASSIGN_OR_RETURN(*source, read_regular_file(path));
     if (source->empty()) return invalid_argument("template file '{}' is empty", path);
     return Status::ok_status();
   }

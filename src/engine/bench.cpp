@@ -80,12 +80,19 @@ std::vector<double> BenchResult::samples_ts() const {
   return out;
 }
 
+// What to do about a context too small: raise -c, unless it already is the model's trained length.
+static std::string raise_ctx_hint(const Engine& engine) {
+  const int32_t n_train = engine.hparams().n_ctx_train;
+  if (engine.n_ctx() < n_train) return "raise --n-ctx";
+  return fmt::format("the model's trained context length is {}, the most it can hold", n_train);
+}
+
 Result<BenchResult> run_bench(Engine& engine, const BenchTest& test, int reps) {
   if ((test.n_prompt > 0) == (test.n_gen > 0)) return invalid_argument("bench: a test is either pp or tg");
   const int64_t need = static_cast<int64_t>(test.depth) + test.n_prompt + test.n_gen;
   if (need > engine.n_ctx()) {
-    return invalid_argument("bench: {} needs {} cells but the context holds {} (raise --n-ctx)", test.name(),
-                            need, engine.n_ctx());
+    return invalid_argument("bench: {} needs {} cells but the context holds {} ({})", test.name(), need,
+                            engine.n_ctx(), raise_ctx_hint(engine));
   }
   BenchResult result;
   result.test = test;
@@ -108,8 +115,8 @@ Result<SpecBenchResult> run_spec_bench(Engine& target, Drafter& drafter, int32_t
     for (int i = 0; i < 2; ++i) prompt.insert(prompt.end(), prompt.begin(), prompt.begin() + 24);
   }
   if (static_cast<int32_t>(prompt.size()) + n_gen > target.n_ctx()) {
-    return invalid_argument("bench: a {}-token prompt and tg{} do not fit a context of {} (raise --n-ctx)",
-                            prompt.size(), n_gen, target.n_ctx());
+    return invalid_argument("bench: a {}-token prompt and tg{} do not fit a context of {} ({})",
+                            prompt.size(), n_gen, target.n_ctx(), raise_ctx_hint(target));
   }
   GenerateOptions g;
   g.n_predict = n_gen;

@@ -457,7 +457,7 @@ std::optional<ApiError> parse_anthropic_request(std::string_view body, const Req
                                                 bool count_tokens, AnthropicRequest* out) {
   *out = AnthropicRequest();
   json b = parse_json(body);
-  if (b.is_discarded()) return bad_request("the request body is not valid JSON");
+  if (b.is_discarded()) return bad_request(invalid_json_message(body));
   if (!b.is_object()) return bad_request("the request body must be a JSON object");
   if (count_tokens) {
     if (auto e = only_keys(b, "", {"model", "messages", "system", "tools", "tool_choice", "thinking"}))

@@ -138,8 +138,8 @@ HttpResponse embeddings_response(const HttpRequest& req, Embedder* embedder, con
                     "is loaded for generation)"));
   }
   const json b = parse_json(req.body);
-  if (b.is_discarded() || !b.is_object())
-    return Server::error_response(bad_request("the request body is not a valid JSON object"));
+  if (b.is_discarded()) return Server::error_response(bad_request(invalid_json_message(req.body)));
+  if (!b.is_object()) return Server::error_response(bad_request("the request body must be a JSON object"));
   for (const auto& [key, value] : b.items()) {
     if (key != "input" && key != "model" && key != "encoding_format" && key != "dimensions" && key != "user")
       return Server::error_response(bad_request(

@@ -102,6 +102,9 @@ bool iequals(std::string_view a, std::string_view b) {
 // a slow sender holds a thread until its timeout, and must not keep a real request waiting.
 constexpr int kIdleConnectionThreads = 64;
 constexpr time_t kReadTimeoutSeconds = 10;  // a client silent this long mid-request is dropped
+// Bytes of a too-large chunked or compressed body read and dropped after --max-body so that the 413
+// arrives on a connection still in step; beyond this the connection is closed instead.
+constexpr size_t kMaxDiscardedBytes = size_t{64} << 20;
 
 // The error body for a status the transport answers itself (413, 415, malformed HTTP): the OpenAI error
 // object, or Anthropic's on the /v1/messages routes.
@@ -281,11 +284,15 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Handler route, const HttpOp
     // Read everything (the connection stays usable), keep at most max_body bytes after decompression.
     std::string body;
     bool over = false;
+    size_t seen = 0;  // bytes after decompression, kept or not
     auto keep = [&](const char* data, size_t n) {
+      seen += n;
       if (over || body.size() + n > max_body) {
         over = true;
         body.clear();
-        return true;  // discard the rest
+        // Discard the rest so the connection stays in step, up to a bound: past it (an endless chunked
+        // body, a decompression bomb) reading stops and the connection is closed.
+        return seen - max_body <= kMaxDiscardedBytes;
       }
       body.append(data, n);
       return true;
@@ -299,12 +306,12 @@ Result<std::unique_ptr<HttpServer>> HttpServer::bind(Handler route, const HttpOp
     }
     const bool read_ok = reader(keep);
     // Over the limit, the body was read to its end (httplib skips a too-long Content-Length, `keep`
-    // discards the rest of a chunked or decompressed one): the connection stays in step.
-    if (res.status == 413 || (read_ok && over)) {
+    // discards the rest of a chunked or decompressed one) unless it was too long even to discard.
+    if (res.status == 413 || over) {
       refuse(req, res, 413,
              fmt::format("the request body is larger than --max-body ({} bytes{})", max_body,
                          encoding.empty() || encoding == "identity" ? "" : " once decompressed"),
-             false);
+             over && !read_ok);
       return;
     }
     if (!read_ok) {

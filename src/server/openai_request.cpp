@@ -137,7 +137,7 @@ ApiError sampling_error(const std::string& message) {
 
 Err parse_json_body(std::string_view body, json* out) {
   *out = parse_json(body);
-  if (out->is_discarded()) return bad_request("the request body is not valid JSON");
+  if (out->is_discarded()) return bad_request(invalid_json_message(body));
   if (!out->is_object()) return bad_request("the request body must be a JSON object");
   return {};
 }

@@ -480,7 +480,7 @@ std::optional<ApiError> translate_responses_request(std::string_view body, const
                                                     ResponsesRequest* out) {
   *out = ResponsesRequest();
   json b = parse_json(body);
-  if (b.is_discarded()) return bad_request("the request body is not valid JSON");
+  if (b.is_discarded()) return bad_request(invalid_json_message(body));
   if (!b.is_object()) return bad_request("the request body must be a JSON object");
 
   // Every field is known or refused: OpenAI's fields this server implements, plus the llama-server

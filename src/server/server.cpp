@@ -285,8 +285,8 @@ HttpResponse Server::models(const std::string& id) {
 
 HttpResponse Server::tokenize(const HttpRequest& req, const std::function<bool()>& client_alive) {
   json b = parse_json(req.body);
-  if (b.is_discarded() || !b.is_object())
-    return error_response(bad_request("the request body is not a valid JSON object"));
+  if (b.is_discarded()) return error_response(bad_request(invalid_json_message(req.body)));
+  if (!b.is_object()) return error_response(bad_request("the request body must be a JSON object"));
   if (auto e = unknown_field(b, {"content", "add_special", "with_pieces", "parse_special", "model"}, "/tokenize"))
     return error_response(*e);
   if (!b.contains("content") || !b["content"].is_string())
@@ -319,8 +319,8 @@ HttpResponse Server::tokenize(const HttpRequest& req, const std::function<bool()
 
 HttpResponse Server::detokenize(const HttpRequest& req, const std::function<bool()>& client_alive) {
   json b = parse_json(req.body);
-  if (b.is_discarded() || !b.is_object())
-    return error_response(bad_request("the request body is not a valid JSON object"));
+  if (b.is_discarded()) return error_response(bad_request(invalid_json_message(req.body)));
+  if (!b.is_object()) return error_response(bad_request("the request body must be a JSON object"));
   if (auto e = unknown_field(b, {"tokens", "model"}, "/detokenize")) return error_response(*e);
   if (!b.contains("tokens") || !b["tokens"].is_array())
     return error_response(bad_request("'tokens' must be an array of token ids", "tokens"));

@@ -26,5 +26,8 @@ bool json_too_deep(std::string_view text, int max_depth = kMaxJsonDepth);
 // The server's only JSON parser: non-throwing, and a discarded value for invalid JSON or JSON nested
 // deeper than kMaxJsonDepth.
 nlohmann::ordered_json parse_json(std::string_view text);
+// Why parse_json refused `text`, for a 400: "the request body is not valid JSON (parse error at line 1,
+// column 7: ...)" with nlohmann's position and reason, or the nesting bound.
+std::string invalid_json_message(std::string_view text);
 
 }  // namespace minfer::server

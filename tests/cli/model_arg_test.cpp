@@ -477,6 +477,7 @@ TEST_F(ModelArgTest, EnvironmentVariablesWithBadValuesAreRefusedByName) {
       {"MINFER_CACHE_TYPE=q4_0",
        "MINFER_CACHE_TYPE: KV cache type 'q4_0' is not supported (use f32, f16 or q8_0)"},
       {"MINFER_CACHE_TYPE=f8", "MINFER_CACHE_TYPE='f8' is not a KV cache type (use f32, f16 or q8_0)"},
+      {"MINFER_CACHE=" + model(), "MINFER_CACHE='" + model() + "' is not a directory"},
   };
   for (const auto& [env, message] : bad) {
     const Ran r = run_minfer(info, {env});
@@ -712,6 +713,16 @@ TEST_F(ModelArgTest, AContextAboveTheTrainedLengthIsSaidNotSilentlyLowered) {
   EXPECT_FALSE(has(r.err, "trained context length")) << r.err;
   r = run_minfer({"serve", m, "--port", "0", "-t", "1", "-np", "1", "-c", "9000"}, {}, "", "listening on");
   EXPECT_TRUE(has(r.err, "-c 9000 is above the model's trained context length (8192)")) << r.err;
+  // bench: a test that needs more than the trained length says so, not "raise --n-ctx".
+  r = run_minfer({"bench", m, "-p", "4", "-n", "0", "-d", "10000", "-r", "1", "-t", "1"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err,
+                  "needs 10004 cells but the context holds 8192 (the model's trained context length is "
+                  "8192, the most it can hold)"))
+      << r.err;
+  r = run_minfer({"bench", m, "-p", "4", "-n", "0", "-d", "600", "-c", "512", "-r", "1", "-t", "1"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "needs 604 cells but the context holds 512 (raise --n-ctx)")) << r.err;
 }
 
 TEST_F(ModelArgTest, FlagValuesThatWouldBeIgnoredOrMeanNothingAreRefused) {
@@ -778,6 +789,54 @@ TEST_F(ModelArgTest, FlagsOfAnotherModeAreRefusedNotIgnored) {
   r = run_minfer({"devices", "--bandwidth-mib", "8"});
   EXPECT_EQ(r.rc, 2);
   EXPECT_TRUE(has(r.err, "--bandwidth-mib requires --bandwidth")) << r.err;
+  for (const char* weights_flag : {"--outtype", "-t"}) {
+    r = run_minfer({"convert", *dir_, *dir_ + "/v.gguf", "--vocab-only", weights_flag, "2"});
+    EXPECT_EQ(r.rc, 2) << weights_flag;
+    EXPECT_TRUE(has(r.err, "excludes --vocab-only")) << r.err;
+  }
+}
+
+TEST_F(ModelArgTest, ADirectoryWhereAFileIsExpectedIsAnErrorNotACrashOrAnEmptyText) {
+  const std::string m = model(), d = *dir_ + "/a-dir";
+  fs::create_directories(d);
+  write(*dir_ + "/msgs.json", R"([{"role":"user","content":"hi"}])");
+  const std::vector<std::pair<std::vector<std::string>, int>> cases = {
+      {{m, "-f", d, "-n", "1"}, 1},  // it ran with an empty prompt
+      {{m, "hi", "-n", "1", "--chat-template", d}, 1},
+      {{m, "hi", "-n", "1", "--grammar", d}, 2},
+      {{m, "hi", "-n", "1", "--json-schema", d}, 2},
+      {{"template", m, "--messages", d}, 1},  // it aborted on an uncaught std::ios_base::failure
+      {{"template", m, "--messages", *dir_ + "/msgs.json", "--tools", d}, 1},
+      {{"template", d, "--messages", *dir_ + "/msgs.json"}, 1},
+      {{"grammar", "--grammar", d}, 1},
+      {{"grammar", "--json-schema", d}, 1},
+  };
+  for (const auto& [args, rc] : cases) {
+    const Ran r = run_minfer(args);
+    EXPECT_EQ(r.rc, rc) << fmt::format("{}", fmt::join(args, " ")) << "\n" << r.err;
+    EXPECT_TRUE(has(r.err, "'" + d + "': not a regular file"))
+        << fmt::format("{}", fmt::join(args, " ")) << "\n"
+        << r.err;
+  }
+  const Ran r = run_minfer({"template", m, "--messages", *dir_ + "/missing.json"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "missing.json': no such file")) << r.err;
+}
+
+TEST_F(ModelArgTest, AnEmptyStdinIsNoPromptNotAnEmptyMessage) {
+  const std::string m = model();
+  Ran r = run_minfer({m, "-n", "1", "-t", "1"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "no prompt: none was given and stdin was empty (give one as PROMPT, -p or -f)"))
+      << r.err;
+  r = run_minfer({"--cnv", "-st", m, "-n", "1", "-t", "1"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "-st: no message: none was given and stdin was empty")) << r.err;
+  // An explicit empty prompt is the user's choice (an empty user message in the template).
+  r = run_minfer({m, "-p", "", "-n", "1", "-t", "1"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = run_minfer({m, "-n", "1", "-t", "1"}, {}, "hello");
+  EXPECT_EQ(r.rc, 0) << r.err;
 }
 
 // hf:OWNER/REPO:QUANT through a loopback Hub mirror, the listing, and the space forms of `download`.

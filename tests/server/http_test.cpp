@@ -347,6 +347,13 @@ TEST_F(Http, ChunkedAndCompressedBodiesHonourMaxBody) {
   EXPECT_NE(bomb->body.find("once decompressed"), std::string::npos) << bomb->body;
   // Refusals of the transport count in /metrics like the routes' own.
   EXPECT_EQ(metric(get(*server_, "/metrics").raw, "minfer_http_client_errors_total"), errors0 + 1);
+  // Past the discard bound (64 MiB beyond the limit) inflating stops: still a 413, on a closed connection.
+  auto huge = server_->client();
+  huge.set_compress(true);
+  auto far = huge.Post("/v1/chat/completions", std::string(80u << 20, 'x'), "application/json");
+  ASSERT_TRUE(far);
+  EXPECT_EQ(far->status, 413) << far->body;
+  EXPECT_EQ(far->get_header_value("Connection"), "close");
 }
 
 TEST_F(Http, BodilessMultipartAndDeepBodiesAreRefusedByName) {

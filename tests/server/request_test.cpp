@@ -38,6 +38,9 @@ const std::string kMsgs = R"("messages":[{"role":"user","content":"hi"}])";
 
 TEST(Request, MalformedOrMissing) {
   expect_400("{", "not valid JSON");
+  // The reason and position come along (a lone surrogate is what Python's json lets through).
+  expect_400(R"({"messages":[{"role":"user","content":"\ud800"}]})", "column");
+  expect_400(R"({"messages":[{"role":"user","content":"\ud800"}]})", "surrogate");
   expect_400("[1]", "JSON object");
   expect_400("{}", "'messages' is required");
   expect_400(R"({"messages":"hi"})", "'messages' must be an array");
