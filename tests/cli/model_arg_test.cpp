@@ -693,6 +693,11 @@ TEST_F(ModelArgTest, SeedMinusOneIsARandomSeedAsInLlamaCpp) {
   const std::string a = ids("-1"), b = ids("-1"), c = ids("-1");
   EXPECT_FALSE(a == b && b == c) << a;
   EXPECT_NE(ids("18446744073709551615"), std::string()) << "the largest seed is still a seed";
+  // make-model's seed is a plain number: -1 is refused, not read as 2^64-1.
+  const Ran mm = run_minfer({"make-model", "--seed", "-1", *dir_ + "/seeded.gguf"});
+  EXPECT_EQ(mm.rc, 2) << mm.err;
+  EXPECT_TRUE(has(mm.err, "--seed")) << mm.err;
+  EXPECT_FALSE(fs::exists(*dir_ + "/seeded.gguf"));
   for (const char* bad : {"-2", "abc", "1.5"}) {
     const Ran r = run_minfer({model(), "hi", "-n", "1", "--seed", bad});
     EXPECT_EQ(r.rc, 2) << bad;
