@@ -283,6 +283,13 @@ TEST_F(ModelArgTest, VersionIsPrintedByTheFlagAndTheCommand) {
     EXPECT_TRUE(r.err.empty()) << r.err;
   }
   EXPECT_TRUE(has(run_minfer({"--help"}).out, "minfer --version")) << "the usage lists it";
+  // `minfer help COMMAND` is that command's --help (it printed the general usage, ignoring the word).
+  const Ran help = run_minfer({"help", "quantize"});
+  EXPECT_EQ(help.rc, 0) << help.err;
+  EXPECT_EQ(help.out, run_minfer({"quantize", "--help"}).out);
+  const Ran nope = run_minfer({"help", "quantise"});
+  EXPECT_EQ(nope.rc, 2);
+  EXPECT_TRUE(has(nope.err, "help: 'quantise' is not a command")) << nope.err;
 }
 
 // Every --flag the README's usage block shows for a command is one that command's --help lists.
