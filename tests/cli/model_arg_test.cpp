@@ -350,6 +350,19 @@ TEST_F(ModelArgTest, TheReadmeUsageFlagsAreInEachCommandsHelp) {
   EXPECT_TRUE(has(b.out, "\"type_k\": \"q8_0\"")) << b.out;
 }
 
+TEST_F(ModelArgTest, TokenizeAddsBosWhenTheVocabularyAsksAsLlamaTokenizeDoes) {
+  const std::string vocab =
+      (fs::path(MINFER_README).parent_path() / "tests/tokenizer/vocab/llama2-vocab.gguf").string();
+  const Ran with_bos = run_minfer({"tokenize", vocab, "Hello world", "--ids"});
+  ASSERT_EQ(with_bos.rc, 0) << with_bos.err;
+  const Ran without = run_minfer({"tokenize", vocab, "Hello world", "--ids", "--no-bos"});
+  ASSERT_EQ(without.rc, 0) << without.err;
+  EXPECT_EQ(with_bos.out, "[1, " + without.out.substr(1)) << with_bos.out << without.out;
+  // A vocabulary without add_bos (Qwen's): nothing is added either way.
+  const Ran qwen = run_minfer({"tokenize", model(), "hello", "--ids"});
+  EXPECT_EQ(qwen.out, run_minfer({"tokenize", model(), "hello", "--ids", "--no-bos"}).out);
+}
+
 TEST_F(ModelArgTest, AWordThatIsNeitherACommandNorAModelListsTheCommands) {
   Ran r = run_minfer({"serv", "x.gguf"}, {cache_env()});
   EXPECT_EQ(r.rc, 2);
