@@ -160,7 +160,8 @@ constexpr std::string_view kChatFields[] = {"messages",    "tools",        "tool
 constexpr std::string_view kCompletionFields[] = {"prompt", "logprobs"};
 
 Err only_known_fields(const json& b, std::span<const std::string_view> own, const char* route) {
-  for (const auto& [key, value] : b.items()) {
+  for (auto it = b.begin(); it != b.end(); ++it) {
+    const std::string& key = it.key();
     const auto is = [&key](std::string_view f) { return key == f; };
     if (std::any_of(std::begin(kCommonFields), std::end(kCommonFields), is) ||
         std::any_of(own.begin(), own.end(), is))
