@@ -63,7 +63,7 @@ void print_usage(std::FILE* out) {
   for (const Command& c : kCommands) fmt::print(out, "  {:<12} {}\n", c.name, c.summary);
   fmt::print(out,
              "\nMODEL (for every command that opens one, positional or -m/--model) is {}.\n"
-             "`minfer <command> --help` describes a command's options.\n",
+             "`minfer <command> --help` (or `minfer help <command>`) describes a command's options.\n",
              minfer::cli::kModelForms);
 }
 
@@ -81,6 +81,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string_view name = argv[1];
+  if (name == "help" && argc > 2) {  // `minfer help COMMAND` is `minfer COMMAND --help`
+    const std::string_view topic = argv[2];
+    for (const Command& c : kCommands) {
+      if (c.name == topic) return c.run(minfer::cli::Args{"--help"});
+    }
+    fmt::print(stderr, "minfer: help: '{}' is not a command (minfer --help lists them)\n", topic);
+    return 2;
+  }
   if (name == "-h" || name == "--help" || name == "help") {
     print_usage(stdout);
     return 0;

@@ -24,7 +24,9 @@ int make_model_command(const Args& args) {
       ->capture_default_str();
   app.add_option("--type", type_name, "weight type: f32, f16, bf16 or a `minfer quantize` type (q8_0, q4_K_M, ...)")
       ->capture_default_str();
-  app.add_option("--seed", seed, "random seed")->capture_default_str();
+  app.add_option("--seed", seed, "random seed (an integer >= 0)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);  // CLI11 would read -1 as 2^64-1
   app.add_option("--vocab", vocab_path, "copy the tokenizer from this GGUF (e.g. a vocab-only file)");
   if (int code = parse_args(app, args); code >= 0) return code;
 

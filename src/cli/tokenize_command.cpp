@@ -57,6 +57,7 @@ int tokenize_command(const Args& args) {
   std::string path;
   std::string text;
   bool no_special = false;
+  bool no_bos = false;
   bool ids_only = false;
   bool pieces_only = false;
   bool json = false;
@@ -67,6 +68,9 @@ int tokenize_command(const Args& args) {
   app.add_option("text", text, "text to tokenize, or - to read stdin");
   app.add_option("-p,--prompt", text_flag, "the text (instead of the positional TEXT)");
   app.add_flag("--no-special", no_special, "treat control tokens such as <|im_start|> as plain text");
+  app.add_flag("--no-bos", no_bos,
+               "never add BOS (by default it comes first when the vocabulary asks for it, "
+               "tokenizer.ggml.add_bos_token, as in llama-tokenize)");
   auto* ids_flag = app.add_flag("--ids", ids_only, "print only the ids, as [1, 2, 3]");
   auto* pieces_flag = app.add_flag("--pieces", pieces_only, "print only the pieces, one per line");
   auto* json_flag = app.add_flag("--json", json, "print {\"ids\": [...], \"pieces\": [...]}");
@@ -92,7 +96,8 @@ int tokenize_command(const Args& args) {
   auto tok = tokenizer::Tokenizer::from_gguf(file->metadata());
   if (!tok.ok()) return fail(tok.status().with_context(path + ": "));
   const auto t1 = std::chrono::steady_clock::now();
-  const std::vector<int32_t> ids = tok->encode(text, !no_special);
+  std::vector<int32_t> ids = tok->encode(text, !no_special);
+  if (!no_bos && tok->add_bos() && tok->bos() >= 0) ids.insert(ids.begin(), tok->bos());
   const auto t2 = std::chrono::steady_clock::now();
 
   if (ids_only) {

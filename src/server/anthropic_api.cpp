@@ -775,7 +775,8 @@ HttpResponse anthropic_messages(Server& server, const HttpRequest& req,
       started = true;
       engine::BatchUsage u;
       u.prompt_tokens = static_cast<int32_t>(n_prompt);
-      if (first != nullptr && first->kind != engine::BatchEvent::Kind::kError) u.cached_tokens = first->usage.cached_tokens;
+      if (first != nullptr && first->kind != engine::BatchEvent::Kind::kError)
+        u.cached_tokens = first->usage.cached_tokens;
       json usage = usage_of(u);
       usage["output_tokens"] = 0;
       send({{"type", "message_start"},

@@ -143,15 +143,16 @@ HttpResponse embeddings_response(const HttpRequest& req, Embedder* embedder, con
   for (const auto& [key, value] : b.items()) {
     if (key != "input" && key != "model" && key != "encoding_format" && key != "dimensions" && key != "user")
       return Server::error_response(bad_request(
-          fmt::format("unknown field '{}' (/v1/embeddings takes input, model, encoding_format, dimensions, user)",
-                      key),
+          fmt::format(
+              "unknown field '{}' (/v1/embeddings takes input, model, encoding_format, dimensions, user)",
+              key),
           key));
   }
   if (!b.contains("input")) return Server::error_response(bad_request("'input' is required", "input"));
   if (b["input"].is_array() && !is_token_array(b["input"]) && b["input"].size() > kMaxEmbeddingInputs)
-    return Server::error_response(bad_request(
-        fmt::format("'input' holds {} inputs; at most {} per request", b["input"].size(), kMaxEmbeddingInputs),
-        "input"));
+    return Server::error_response(bad_request(fmt::format("'input' holds {} inputs; at most {} per request",
+                                                          b["input"].size(), kMaxEmbeddingInputs),
+                                              "input"));
   bool base64 = false;
   if (b.contains("encoding_format") && !b["encoding_format"].is_null()) {
     const json& f = b["encoding_format"];
@@ -185,7 +186,8 @@ HttpResponse embeddings_response(const HttpRequest& req, Embedder* embedder, con
   for (const auto& in : inputs) n_tokens += static_cast<int64_t>(in.size());
   if (n_tokens > kMaxEmbeddingTokens)
     return Server::error_response(bad_request(
-        fmt::format("the inputs hold {} tokens; at most {} per request", n_tokens, kMaxEmbeddingTokens), "input"));
+        fmt::format("the inputs hold {} tokens; at most {} per request", n_tokens, kMaxEmbeddingTokens),
+        "input"));
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (static_cast<int64_t>(inputs[i].size()) > engine.n_ctx()) {
       return Server::error_response(bad_request(

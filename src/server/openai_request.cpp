@@ -15,8 +15,8 @@
 
 #include "sampling/grammar/grammar.h"
 #include "sampling/json_schema/to_grammar.h"
-#include "server/tool_calls.h"
 #include "server/sse.h"
+#include "server/tool_calls.h"
 
 namespace minfer::server {
 namespace {
@@ -145,27 +145,29 @@ Err parse_json_body(std::string_view body, json* out) {
 // Every field of a request is read or refused, as OpenAI answers an unrecognized argument: a misspelt or
 // unsupported field ignored would change the answer silently. `user` (an end-user id for abuse
 // monitoring) changes nothing, so it is accepted.
+// clang-format off
 constexpr std::string_view kCommonFields[] = {
-    "model",          "n_predict",          "max_tokens",        "max_completion_tokens",
-    "temperature",    "top_p",              "presence_penalty",  "frequency_penalty",
-    "n",              "seed",               "stop",              "logit_bias",
-    "top_k",          "min_p",              "typical_p",         "repeat_penalty",
-    "repeat_last_n",  "dry_multiplier",     "dry_base",          "dry_allowed_length",
-    "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold",
-    "mirostat",       "mirostat_tau",       "mirostat_eta",      "grammar",
-    "json_schema",    "response_format",    "stream",            "stream_options",
-    "user"};
-constexpr std::string_view kChatFields[] = {"messages",    "tools",        "tool_choice", "parallel_tool_calls",
-                                            "logprobs",    "top_logprobs", "chat_template_kwargs"};
+    "model", "n_predict", "max_tokens", "max_completion_tokens", "temperature", "top_p",
+    "presence_penalty", "frequency_penalty", "n", "seed", "stop", "logit_bias", "top_k", "min_p",
+    "typical_p", "repeat_penalty", "repeat_last_n", "dry_multiplier", "dry_base", "dry_allowed_length",
+    "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold", "mirostat",
+    "mirostat_tau", "mirostat_eta", "grammar", "json_schema", "response_format", "stream",
+    "stream_options", "user"};
+constexpr std::string_view kChatFields[] = {
+    "messages", "tools", "tool_choice", "parallel_tool_calls", "logprobs", "top_logprobs",
+    "chat_template_kwargs"};
+// clang-format on
 constexpr std::string_view kCompletionFields[] = {"prompt", "logprobs"};
 
 Err only_known_fields(const json& b, std::span<const std::string_view> own, const char* route) {
-  for (const auto& [key, value] : b.items()) {
+  for (auto it = b.begin(); it != b.end(); ++it) {
+    const std::string& key = it.key();
     const auto is = [&key](std::string_view f) { return key == f; };
     if (std::any_of(std::begin(kCommonFields), std::end(kCommonFields), is) ||
         std::any_of(own.begin(), own.end(), is))
       continue;
-    return bad_request(fmt::format("unknown field '{}': {} on this server does not take it", key, route), key);
+    return bad_request(fmt::format("unknown field '{}': {} on this server does not take it", key, route),
+                       key);
   }
   return {};
 }
@@ -359,7 +361,8 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
   if (auto it = b.find("stream_options"); it != b.end() && !it->is_null()) {
     if (!it->is_object()) return wrong_type("stream_options", "an object", *it);
     // As OpenAI: the options of a stream are an error on a request that does not stream.
-    if (!r->stream) return bad_request("'stream_options' is only allowed with 'stream': true", "stream_options");
+    if (!r->stream)
+      return bad_request("'stream_options' is only allowed with 'stream': true", "stream_options");
     for (const auto& [key, value] : it->items()) {
       if (key != "include_usage")
         return bad_request(fmt::format("unknown field 'stream_options.{}' (only include_usage)", key),
@@ -587,11 +590,13 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Re
     const json* p = &*it;
     if (p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
     // Several prompts in one request (OpenAI answers one choice per prompt) are refused by name.
-    if (p->size() > 1 && std::all_of(p->begin(), p->end(), [](const json& v) { return v.is_string() || v.is_array(); }))
-      return bad_request(fmt::format("'prompt' holds {} prompts; this server takes one prompt per request (send "
-                                     "one request each)",
-                                     p->size()),
-                         "prompt");
+    if (p->size() > 1 &&
+        std::all_of(p->begin(), p->end(), [](const json& v) { return v.is_string() || v.is_array(); }))
+      return bad_request(
+          fmt::format("'prompt' holds {} prompts; this server takes one prompt per request (send "
+                      "one request each)",
+                      p->size()),
+          "prompt");
     if (p->is_string()) {
       out->prompt_text = p->get<std::string>();
       if (out->prompt_text.empty()) return bad_request("'prompt' must not be empty", "prompt");

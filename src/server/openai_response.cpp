@@ -53,7 +53,6 @@ std::string finish_reason(const std::string& batcher_reason, bool has_tool_calls
   return "stop";
 }
 
-
 std::optional<ApiError> grammar_dead_end(const engine::BatchEvent& done) {
   if (done.kind != engine::BatchEvent::Kind::kDone || done.finish_reason != "grammar") return std::nullopt;
   return bad_request(fmt::format("generation reached a dead end of the grammar: {}",

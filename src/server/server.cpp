@@ -287,7 +287,8 @@ HttpResponse Server::tokenize(const HttpRequest& req, const std::function<bool()
   json b = parse_json(req.body);
   if (b.is_discarded()) return error_response(bad_request(invalid_json_message(req.body)));
   if (!b.is_object()) return error_response(bad_request("the request body must be a JSON object"));
-  if (auto e = unknown_field(b, {"content", "add_special", "with_pieces", "parse_special", "model"}, "/tokenize"))
+  if (auto e =
+          unknown_field(b, {"content", "add_special", "with_pieces", "parse_special", "model"}, "/tokenize"))
     return error_response(*e);
   if (!b.contains("content") || !b["content"].is_string())
     return error_response(bad_request("'content' must be a string", "content"));

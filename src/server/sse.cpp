@@ -38,7 +38,8 @@ nlohmann::ordered_json parse_json(std::string_view text) {
 
 std::string invalid_json_message(std::string_view text) {
   if (json_too_deep(text))
-    return fmt::format("the request body is not valid JSON here: it nests deeper than {} levels", kMaxJsonDepth);
+    return fmt::format("the request body is not valid JSON here: it nests deeper than {} levels",
+                       kMaxJsonDepth);
   std::string why;
   try {
     const auto parsed = nlohmann::ordered_json::parse(text);

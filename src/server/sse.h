@@ -1,5 +1,6 @@
 // Server-sent events framing for the streaming routes: `data: <json>\n\n` per event and the final
 // `data: [DONE]\n\n`. Payloads are compact JSON (one line), so a frame never needs continuation lines.
+// Also the server's JSON in and out: the dump every body uses and the one depth-bounded parse.
 #pragma once
 
 #include <string>

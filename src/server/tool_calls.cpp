@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include "sampling/json_schema/to_grammar.h"
-#include "server/tag_scan.h"
 #include "server/sse.h"
+#include "server/tag_scan.h"
 
 namespace minfer::server {
 namespace {

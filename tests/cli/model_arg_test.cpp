@@ -283,6 +283,13 @@ TEST_F(ModelArgTest, VersionIsPrintedByTheFlagAndTheCommand) {
     EXPECT_TRUE(r.err.empty()) << r.err;
   }
   EXPECT_TRUE(has(run_minfer({"--help"}).out, "minfer --version")) << "the usage lists it";
+  // `minfer help COMMAND` is that command's --help (it printed the general usage, ignoring the word).
+  const Ran help = run_minfer({"help", "quantize"});
+  EXPECT_EQ(help.rc, 0) << help.err;
+  EXPECT_EQ(help.out, run_minfer({"quantize", "--help"}).out);
+  const Ran nope = run_minfer({"help", "quantise"});
+  EXPECT_EQ(nope.rc, 2);
+  EXPECT_TRUE(has(nope.err, "help: 'quantise' is not a command")) << nope.err;
 }
 
 // Every --flag the README's usage block shows for a command is one that command's --help lists.
@@ -341,6 +348,19 @@ TEST_F(ModelArgTest, TheReadmeUsageFlagsAreInEachCommandsHelp) {
                            {"MINFER_CACHE_TYPE=q8_0"});
   ASSERT_EQ(b.rc, 0) << b.err;
   EXPECT_TRUE(has(b.out, "\"type_k\": \"q8_0\"")) << b.out;
+}
+
+TEST_F(ModelArgTest, TokenizeAddsBosWhenTheVocabularyAsksAsLlamaTokenizeDoes) {
+  const std::string vocab =
+      (fs::path(MINFER_README).parent_path() / "tests/tokenizer/vocab/llama2-vocab.gguf").string();
+  const Ran with_bos = run_minfer({"tokenize", vocab, "Hello world", "--ids"});
+  ASSERT_EQ(with_bos.rc, 0) << with_bos.err;
+  const Ran without = run_minfer({"tokenize", vocab, "Hello world", "--ids", "--no-bos"});
+  ASSERT_EQ(without.rc, 0) << without.err;
+  EXPECT_EQ(with_bos.out, "[1, " + without.out.substr(1)) << with_bos.out << without.out;
+  // A vocabulary without add_bos (Qwen's): nothing is added either way.
+  const Ran qwen = run_minfer({"tokenize", model(), "hello", "--ids"});
+  EXPECT_EQ(qwen.out, run_minfer({"tokenize", model(), "hello", "--ids", "--no-bos"}).out);
 }
 
 TEST_F(ModelArgTest, AWordThatIsNeitherACommandNorAModelListsTheCommands) {
@@ -693,6 +713,11 @@ TEST_F(ModelArgTest, SeedMinusOneIsARandomSeedAsInLlamaCpp) {
   const std::string a = ids("-1"), b = ids("-1"), c = ids("-1");
   EXPECT_FALSE(a == b && b == c) << a;
   EXPECT_NE(ids("18446744073709551615"), std::string()) << "the largest seed is still a seed";
+  // make-model's seed is a plain number: -1 is refused, not read as 2^64-1.
+  const Ran mm = run_minfer({"make-model", "--seed", "-1", *dir_ + "/seeded.gguf"});
+  EXPECT_EQ(mm.rc, 2) << mm.err;
+  EXPECT_TRUE(has(mm.err, "--seed")) << mm.err;
+  EXPECT_FALSE(fs::exists(*dir_ + "/seeded.gguf"));
   for (const char* bad : {"-2", "abc", "1.5"}) {
     const Ran r = run_minfer({model(), "hi", "-n", "1", "--seed", bad});
     EXPECT_EQ(r.rc, 2) << bad;

@@ -129,7 +129,8 @@ TEST_F(Http, TokenizeDetokenize) {
   EXPECT_TRUE(p.body["tokens"][0].contains("piece"));
   expect_error(post(*server_, "/detokenize", R"({"tokens":[-1]})"), 400, "outside the vocabulary");
   expect_error(post(*server_, "/tokenize", R"({"content":5})"), 400, "'content'");
-  expect_error(post(*server_, "/tokenize", R"({"content":"hi","add_bos":true})"), 400, "unknown field 'add_bos'");
+  expect_error(post(*server_, "/tokenize", R"({"content":"hi","add_bos":true})"), 400,
+               "unknown field 'add_bos'");
   expect_error(post(*server_, "/detokenize", R"({"tokens":[1],"skip_special":true})"), 400,
                "unknown field 'skip_special'");
 }
@@ -365,12 +366,14 @@ TEST_F(Http, BodilessMultipartAndDeepBodiesAreRefusedByName) {
   // A transfer coding other than chunked cannot be framed (501), an unknown content coding cannot be read
   // (415): both by name.
   const std::string te = raw_exchange(
-      server_->port(), "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
+      server_->port(),
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
   EXPECT_EQ(te.rfind("HTTP/1.1 501", 0), 0u) << te;
   EXPECT_NE(te.find("Transfer-Encoding 'gzip, chunked'"), std::string::npos) << te;
-  const std::string ce = raw_exchange(server_->port(),
-                                      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Encoding: zstd\r\n"
-                                      "Content-Length: 2\r\n\r\n{}");
+  const std::string ce =
+      raw_exchange(server_->port(),
+                   "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Encoding: zstd\r\n"
+                   "Content-Length: 2\r\n\r\n{}");
   EXPECT_EQ(ce.rfind("HTTP/1.1 415", 0), 0u) << ce;
   EXPECT_NE(ce.find("Content-Encoding 'zstd'"), std::string::npos) << ce;
   expect_error(post(*server_, "/v1/chat/completions", ""), 400, "body is empty");

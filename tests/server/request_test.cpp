@@ -95,10 +95,10 @@ TEST(Request, Ranges) {
 // Range errors of the sampler's own checks name the request's field (message and param), not the CLI
 // flag the same check answers for `minfer run`.
 TEST(Request, SamplingErrorsNameTheRequestField) {
-  for (auto [field, value] : {std::pair{"min_p", "5"}, std::pair{"typical_p", "-1"},
-                              std::pair{"repeat_penalty", "0"}, std::pair{"xtc_threshold", "0.9"},
-                              std::pair{"mirostat_tau", "0"}, std::pair{"mirostat_eta", "-2"},
-                              std::pair{"dry_base", "0.5"}, std::pair{"dry_multiplier", "-1"}}) {
+  for (auto [field, value] :
+       {std::pair{"min_p", "5"}, std::pair{"typical_p", "-1"}, std::pair{"repeat_penalty", "0"},
+        std::pair{"xtc_threshold", "0.9"}, std::pair{"mirostat_tau", "0"}, std::pair{"mirostat_eta", "-2"},
+        std::pair{"dry_base", "0.5"}, std::pair{"dry_multiplier", "-1"}}) {
     auto e = chat("{" + kMsgs + ",\"" + field + "\":" + value + "}");
     ASSERT_TRUE(e.has_value()) << field;
     EXPECT_EQ(e->param, field) << e->message;
@@ -238,7 +238,8 @@ TEST(Request, UnknownFieldsAreRefusedByName) {
   EXPECT_FALSE(chat("{" + kMsgs + R"(,"user":"u1","top_k":5,"min_p":0.1,"n_predict":3,"seed":1,
       "chat_template_kwargs":{},"logprobs":true,"top_logprobs":2,"stop":["x"],"typical_p":1})"));
   OpenAiRequest r;
-  EXPECT_FALSE(parse_completion_request(R"({"prompt":"x","user":"u","logprobs":1,"mirostat":0})", limits(), &r));
+  EXPECT_FALSE(
+      parse_completion_request(R"({"prompt":"x","user":"u","logprobs":1,"mirostat":0})", limits(), &r));
 }
 
 // chat_template_kwargs may not replace what the request's own fields give the template.
@@ -254,7 +255,8 @@ TEST(Request, TemplateKwargsCannotShadowTheRequest) {
 
 // stream_options belongs to a stream: without 'stream': true it is refused, as OpenAI does.
 TEST(Request, StreamOptionsNeedAStream) {
-  expect_400("{" + kMsgs + R"(,"stream_options":{"include_usage":true}})", "only allowed with 'stream': true");
+  expect_400("{" + kMsgs + R"(,"stream_options":{"include_usage":true}})",
+             "only allowed with 'stream': true");
   expect_400("{" + kMsgs + R"(,"stream":false,"stream_options":{"include_usage":true}})", "'stream': true");
   expect_400("{" + kMsgs + R"(,"stream":true,"stream_options":{"include_obfuscation":true}})",
              "stream_options.include_obfuscation");
