@@ -148,6 +148,11 @@ Status check_environment() {
       return invalid_argument("MINFER_DRAIN_MS='{}' is not a whole number of milliseconds >= 0", drain);
   }
   if (!get("MINFER_CACHE_TYPE").empty()) MINFER_RETURN_IF_ERROR(kv_cache_type("").status());
+  for (const char* endpoint : {"HF_ENDPOINT", "MINFER_OLLAMA_REGISTRY"}) {
+    const std::string url = get(endpoint);
+    if (!url.empty() && url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
+      return invalid_argument("{}='{}' is not an http:// or https:// URL", endpoint, url);
+  }
   if (const std::string cache = get("MINFER_CACHE"); !cache.empty()) {
     std::error_code ec;
     if (std::filesystem::exists(cache, ec) && !std::filesystem::is_directory(cache, ec))

@@ -35,7 +35,8 @@ Result<Args> llama_spellings(const Args& args, const std::vector<RefusedFlag>& r
 
 // Every environment variable minfer reads whose value must be one of a set or a number, checked by main()
 // before any command runs: the booleans (core/env.h), MINFER_CPU_ISA (a level this CPU has), MINFER_LOG,
-// MINFER_CACHE_TYPE, MINFER_DRAIN_MS and MINFER_CACHE (a folder, when it exists). The first bad one is an
+// MINFER_CACHE_TYPE, MINFER_DRAIN_MS, MINFER_CACHE (a folder, when it exists), HF_ENDPOINT and
+// MINFER_OLLAMA_REGISTRY (http:// or https:// URLs). The first bad one is an
 // error naming the variable and its value; unset or empty means the default. (MINFER_BACKENDS,
 // MINFER_GPU_LAYERS and MINFER_GPU_MEM are refused by offload_options, where a flag may override them.)
 Status check_environment();

@@ -498,6 +498,9 @@ TEST_F(ModelArgTest, EnvironmentVariablesWithBadValuesAreRefusedByName) {
        "MINFER_CACHE_TYPE: KV cache type 'q4_0' is not supported (use f32, f16 or q8_0)"},
       {"MINFER_CACHE_TYPE=f8", "MINFER_CACHE_TYPE='f8' is not a KV cache type (use f32, f16 or q8_0)"},
       {"MINFER_CACHE=" + model(), "MINFER_CACHE='" + model() + "' is not a directory"},
+      {"HF_ENDPOINT=hf-mirror.com", "HF_ENDPOINT='hf-mirror.com' is not an http:// or https:// URL"},
+      {"MINFER_OLLAMA_REGISTRY=ftp://x",
+       "MINFER_OLLAMA_REGISTRY='ftp://x' is not an http:// or https:// URL"},
   };
   for (const auto& [env, message] : bad) {
     const Ran r = run_minfer(info, {env});
