@@ -143,8 +143,10 @@ Err parse_json_body(std::string_view body, json* out) {
 }
 
 // Every field of a request is read or refused, as OpenAI answers an unrecognized argument: a misspelt or
-// unsupported field ignored would change the answer silently. `user` (an end-user id for abuse
-// monitoring) changes nothing, so it is accepted.
+// unsupported field ignored would change the answer silently. Three fields that clients send by habit
+// change nothing here and are accepted: `user` (an end-user id for abuse monitoring), llama-server's
+// `cache_prompt` (a cached prefix is always reused, and an answer does not depend on it) and `store: false`
+// (OpenAI's own default; `store: true` asks for a stored completion this server cannot keep).
 // clang-format off
 constexpr std::string_view kCommonFields[] = {
     "model", "n_predict", "max_tokens", "max_completion_tokens", "temperature", "top_p",
@@ -152,7 +154,7 @@ constexpr std::string_view kCommonFields[] = {
     "typical_p", "repeat_penalty", "repeat_last_n", "dry_multiplier", "dry_base", "dry_allowed_length",
     "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold", "mirostat",
     "mirostat_tau", "mirostat_eta", "grammar", "json_schema", "response_format", "stream",
-    "stream_options", "user"};
+    "stream_options", "user", "cache_prompt", "store"};
 constexpr std::string_view kChatFields[] = {
     "messages", "tools", "tool_choice", "parallel_tool_calls", "logprobs", "top_logprobs",
     "chat_template_kwargs"};
@@ -356,6 +358,12 @@ Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
   r->has_user_grammar = !grammar.empty();
   s.grammar = grammar;
   s.json_schema.clear();
+
+  bool ignored = false;
+  if (auto e = get_bool(b, "cache_prompt", &ignored)) return e;
+  bool store = false;
+  if (auto e = get_bool(b, "store", &store)) return e;
+  if (store) return bad_request("'store': true is not supported: this server keeps no completions", "store");
 
   if (auto e = get_bool(b, "stream", &r->stream)) return e;
   if (auto it = b.find("stream_options"); it != b.end() && !it->is_null()) {

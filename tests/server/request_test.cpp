@@ -234,8 +234,12 @@ TEST(Request, UnknownFieldsAreRefusedByName) {
   auto e = chat("{" + kMsgs + R"(,"service_tier":"flex"})");
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->param, "service_tier");
-  // Every field the server reads, and `user`, still pass.
-  EXPECT_FALSE(chat("{" + kMsgs + R"(,"user":"u1","top_k":5,"min_p":0.1,"n_predict":3,"seed":1,
+  expect_400("{" + kMsgs + R"(,"store":true})", "'store': true is not supported");
+  expect_400("{" + kMsgs + R"(,"cache_prompt":"yes"})", "'cache_prompt'");
+  // Every field the server reads, and the no-op `user`, `cache_prompt` and `store: false`, still pass.
+  EXPECT_FALSE(
+      chat("{" + kMsgs +
+           R"(,"user":"u1","cache_prompt":false,"store":false,"top_k":5,"min_p":0.1,"n_predict":3,"seed":1,
       "chat_template_kwargs":{},"logprobs":true,"top_logprobs":2,"stop":["x"],"typical_p":1})"));
   OpenAiRequest r;
   EXPECT_FALSE(
