@@ -140,8 +140,10 @@ HttpResponse VizApp::handle(const HttpRequest& req, const std::function<bool()>&
 }
 
 HttpResponse VizApp::start_run(const HttpRequest& req) {
-  nlohmann::json body = nlohmann::json::parse(req.body, nullptr, false);
-  if (body.is_discarded() || !body.is_object()) return error_response(400, "the body must be a JSON object");
+  // The server's bounded parse: a body of a few hundred kilobytes of '[' must be a 400, not a stack overflow.
+  const nlohmann::ordered_json body = server::parse_json(req.body);
+  if (body.is_discarded()) return error_response(400, server::invalid_json_message(req.body));
+  if (!body.is_object()) return error_response(400, "the body must be a JSON object");
   if (!body.contains("prompt") || !body["prompt"].is_string())
     return error_response(400, "'prompt' must be a string");
   const std::string prompt = body["prompt"].get<std::string>();

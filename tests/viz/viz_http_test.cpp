@@ -268,5 +268,24 @@ TEST(Viz, StreamsTokensRefusesASecondRunAndStatsAgreeWithADump) {
   EXPECT_GT(compared, 20u);
 }
 
+// A run request is parsed as the server parses one: invalid or deeply nested JSON is a 400 with the reason,
+// never a stack overflow of the visualizer (100k '[' crashed nlohmann's recursive copy before the bound).
+TEST(Viz, ABadRunBodyIsA400WithTheReason) {
+  VizServer s;
+  auto c = s.client();
+  auto deep = c.Post("/api/run", std::string(100000, '[') + std::string(100000, ']'), "application/json");
+  ASSERT_TRUE(deep);
+  EXPECT_EQ(deep->status, 400);
+  EXPECT_NE(deep->body.find("deeper than"), std::string::npos) << deep->body;
+  auto broken = c.Post("/api/run", R"({"prompt": )", "application/json");
+  ASSERT_TRUE(broken);
+  EXPECT_EQ(broken->status, 400);
+  EXPECT_NE(broken->body.find("not valid JSON"), std::string::npos) << broken->body;
+  auto not_object = c.Post("/api/run", "[1]", "application/json");
+  ASSERT_TRUE(not_object);
+  EXPECT_EQ(not_object->status, 400);
+  EXPECT_NE(not_object->body.find("must be a JSON object"), std::string::npos) << not_object->body;
+}
+
 }  // namespace
 }  // namespace minfer::viz
