@@ -779,6 +779,16 @@ TEST_F(ModelArgTest, FlagValuesThatWouldBeIgnoredOrMeanNothingAreRefused) {
   EXPECT_TRUE(has(r.err, "--var a is given twice")) << r.err;
   r = run_minfer({"template", m, "--messages", *dir_ + "/msgs.json", "--var", "a=1", "--var", "b=2"});
   EXPECT_EQ(r.rc, 0) << r.err;
+  // A messages object whose fields have the wrong type: refused, not ignored.
+  write(*dir_ + "/obj.json",
+        R"({"messages":[{"role":"user","content":"hi"}],"add_generation_prompt":"yes"})");
+  r = run_minfer({"template", m, "--messages", *dir_ + "/obj.json"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "\"add_generation_prompt\" must be true or false")) << r.err;
+  write(*dir_ + "/obj.json", R"({"messages":[{"role":"user","content":"hi"}],"template_vars":[1]})");
+  r = run_minfer({"template", m, "--messages", *dir_ + "/obj.json"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "\"template_vars\" must be a JSON object")) << r.err;
   // Empty grammars and schemas: refused (an empty one meant "no constraint").
   write(*dir_ + "/empty.gbnf", "");
   for (const std::vector<std::string>& flags : {std::vector<std::string>{"--grammar-str", ""},
