@@ -692,6 +692,11 @@ TEST_F(ModelArgTest, QuantizeThreadsSplitSpellingsAndMergeOfASingleFile) {
   EXPECT_TRUE(has(r.err, "--max-tensors")) << r.err;
   r = run_minfer({"split", "--merge", "--split-max-tensors", "3", m, parts + "/z"});
   EXPECT_EQ(r.rc, 2);
+  for (const char* unsupported : {"--dry-run", "--no-tensor-first-split"}) {
+    r = run_minfer({"split", unsupported, "--split-max-tensors", "3", m, parts + "/z"});
+    EXPECT_EQ(r.rc, 2) << unsupported;
+    EXPECT_TRUE(has(r.err, std::string("minfer: ") + unsupported + ": llama-gguf-split's")) << r.err;
+  }
   // A file that is not a split part: nothing to merge (it was copied).
   for (const std::vector<std::string>& merge :
        {std::vector<std::string>{"merge", m, *dir_ + "/copy.gguf"},
