@@ -657,6 +657,9 @@ TEST_F(ModelArgTest, SpeculationFlagsThatWouldDoNothingAreRefusedByName) {
   r = run_minfer({"serve", m, "--port", "0", "--spec-draft-n", "2"});
   EXPECT_EQ(r.rc, 1);
   EXPECT_TRUE(has(r.err, "--spec-draft-n sets the depth")) << r.err;
+  r = run_minfer({"serve", m, "--port", "0", "--spec-draft", m, "--spec-lookup", "2"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--spec-draft and --spec-lookup are exclusive")) << r.err;
   // The working forms.
   r = run_minfer({m, "hi", "-n", "2", "-t", "1", "--spec-lookup", "3", "--spec-draft-adaptive"});
   EXPECT_EQ(r.rc, 0) << r.err;
