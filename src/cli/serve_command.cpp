@@ -288,8 +288,6 @@ int serve_command(const Args& argv) {
     if (!draft_path.ok()) return fail(draft_path.status().with_context("--spec-draft: "));
     args.spec.draft_model = *draft_path;
   }
-  if (!args.spec.draft_model.empty() && args.spec.lookup_n > 0)
-    return fail(invalid_argument("--spec-draft and --spec-lookup are exclusive"));
   if (args.spec.enabled() && sampling.mirostat != 0) {
     return fail(unsupported(
         "speculative decoding cannot be combined with mirostat (its state moves with every draw)"));

@@ -33,7 +33,14 @@ int split_command(const Args& args) {
   auto* merge_flag =
       app.add_flag("--merge", merge, "merge the parts of INPUT into OUTPUT instead of splitting");
   merge_flag->excludes(split_flag)->excludes(size)->excludes(tensors);
-  if (int code = parse_args(app, args); code >= 0) return code;
+  // llama-gguf-split's other flags: refused by name rather than with CLI11's "not expected".
+  static const std::vector<RefusedFlag> kRefused = {
+      {{"--dry-run"},
+       "llama-gguf-split's dry run is not supported; split writes the parts (each atomically)"},
+      {{"--no-tensor-first-split"},
+       "llama-gguf-split's metadata-only first part is not supported; here the first part holds tensors too"},
+  };
+  if (int code = parse_args(app, args, kRefused); code >= 0) return code;
   if (merge) {
     if (Status s = tools::merge_model(options.input, options.output_prefix); !s.ok()) return fail(s);
     fmt::print("wrote {}\n", options.output_prefix);

@@ -100,10 +100,15 @@ int template_command(const Args& args) {
     if (!obj.contains("messages")) return fail(invalid_argument("'{}': object has no \"messages\"", messages_path));
     inputs.messages = obj["messages"];
     if (obj.contains("tools")) inputs.tools = obj["tools"];
-    if (obj.contains("add_generation_prompt") && obj["add_generation_prompt"].is_boolean()) {
+    // A field of the wrong type is refused by name (it was ignored: the output silently changed).
+    if (obj.contains("add_generation_prompt")) {
+      if (!obj["add_generation_prompt"].is_boolean())
+        return fail(invalid_argument("'{}': \"add_generation_prompt\" must be true or false", messages_path));
       inputs.add_generation_prompt = obj["add_generation_prompt"].get<bool>();
     }
-    if (obj.contains("template_vars") && obj["template_vars"].is_object()) {
+    if (obj.contains("template_vars")) {
+      if (!obj["template_vars"].is_object())
+        return fail(invalid_argument("'{}': \"template_vars\" must be a JSON object", messages_path));
       for (const auto& [k, v] : obj["template_vars"].items()) extra[k] = v;
     }
   } else {

@@ -657,6 +657,9 @@ TEST_F(ModelArgTest, SpeculationFlagsThatWouldDoNothingAreRefusedByName) {
   r = run_minfer({"serve", m, "--port", "0", "--spec-draft-n", "2"});
   EXPECT_EQ(r.rc, 1);
   EXPECT_TRUE(has(r.err, "--spec-draft-n sets the depth")) << r.err;
+  r = run_minfer({"serve", m, "--port", "0", "--spec-draft", m, "--spec-lookup", "2"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "--spec-draft and --spec-lookup are exclusive")) << r.err;
   // The working forms.
   r = run_minfer({m, "hi", "-n", "2", "-t", "1", "--spec-lookup", "3", "--spec-draft-adaptive"});
   EXPECT_EQ(r.rc, 0) << r.err;
@@ -692,6 +695,11 @@ TEST_F(ModelArgTest, QuantizeThreadsSplitSpellingsAndMergeOfASingleFile) {
   EXPECT_TRUE(has(r.err, "--max-tensors")) << r.err;
   r = run_minfer({"split", "--merge", "--split-max-tensors", "3", m, parts + "/z"});
   EXPECT_EQ(r.rc, 2);
+  for (const char* unsupported : {"--dry-run", "--no-tensor-first-split"}) {
+    r = run_minfer({"split", unsupported, "--split-max-tensors", "3", m, parts + "/z"});
+    EXPECT_EQ(r.rc, 2) << unsupported;
+    EXPECT_TRUE(has(r.err, std::string("minfer: ") + unsupported + ": llama-gguf-split's")) << r.err;
+  }
   // A file that is not a split part: nothing to merge (it was copied).
   for (const std::vector<std::string>& merge :
        {std::vector<std::string>{"merge", m, *dir_ + "/copy.gguf"},
@@ -779,6 +787,16 @@ TEST_F(ModelArgTest, FlagValuesThatWouldBeIgnoredOrMeanNothingAreRefused) {
   EXPECT_TRUE(has(r.err, "--var a is given twice")) << r.err;
   r = run_minfer({"template", m, "--messages", *dir_ + "/msgs.json", "--var", "a=1", "--var", "b=2"});
   EXPECT_EQ(r.rc, 0) << r.err;
+  // A messages object whose fields have the wrong type: refused, not ignored.
+  write(*dir_ + "/obj.json",
+        R"({"messages":[{"role":"user","content":"hi"}],"add_generation_prompt":"yes"})");
+  r = run_minfer({"template", m, "--messages", *dir_ + "/obj.json"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "\"add_generation_prompt\" must be true or false")) << r.err;
+  write(*dir_ + "/obj.json", R"({"messages":[{"role":"user","content":"hi"}],"template_vars":[1]})");
+  r = run_minfer({"template", m, "--messages", *dir_ + "/obj.json"});
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "\"template_vars\" must be a JSON object")) << r.err;
   // Empty grammars and schemas: refused (an empty one meant "no constraint").
   write(*dir_ + "/empty.gbnf", "");
   for (const std::vector<std::string>& flags : {std::vector<std::string>{"--grammar-str", ""},
