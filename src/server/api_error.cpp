@@ -11,6 +11,32 @@ nlohmann::ordered_json ApiError::to_json() const {
   return {{"error", std::move(e)}};
 }
 
+std::optional<ApiError> unknown_field(const nlohmann::ordered_json& body,
+                                      std::initializer_list<std::span<const std::string_view>> known,
+                                      std::string_view route) {
+  constexpr size_t kListedAtMost = 8;  // a longer list (the chat routes' ~40 fields) is the README's job
+  size_t n_known = 0;
+  for (const auto& list : known) n_known += list.size();
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    const std::string& key = it.key();
+    bool is_known = false;
+    for (const auto& list : known) {
+      for (std::string_view field : list) is_known = is_known || key == field;
+    }
+    if (is_known) continue;
+    std::string message = fmt::format("unknown field '{}': {} does not take it", key, route);
+    if (n_known <= kListedAtMost) {
+      std::string names;
+      for (const auto& list : known) {
+        for (std::string_view field : list) names += fmt::format("{}{}", names.empty() ? "" : ", ", field);
+      }
+      message += fmt::format(" (it takes {})", names);
+    }
+    return bad_request(std::move(message), key);
+  }
+  return std::nullopt;
+}
+
 const char* json_kind(const nlohmann::ordered_json& v) {
   using T = nlohmann::ordered_json::value_t;
   switch (v.type()) {

@@ -2,7 +2,11 @@
 // plus the HTTP status it travels with. Shared by request parsing, the routes and the stream framing.
 #pragma once
 
+#include <initializer_list>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +34,13 @@ const char* json_kind(const nlohmann::ordered_json& v);
 
 // 400 for a request field of the wrong JSON type: "'FIELD' must be WANT, got KIND".
 ApiError wrong_type(const std::string& field, const char* want, const nlohmann::ordered_json& got);
+
+// Every field of a request is read or refused (as OpenAI answers an unrecognized argument): the first key of
+// `body` that none of the `known` lists holds, as a 400 naming it, "unknown field 'KEY': ROUTE does not take
+// it", followed by the fields it takes when they are few enough to list.
+std::optional<ApiError> unknown_field(const nlohmann::ordered_json& body,
+                                      std::initializer_list<std::span<const std::string_view>> known,
+                                      std::string_view route);
 
 // Maps a library Status to the HTTP error it means for a client: bad input and bounds are 400,
 // kUnavailable is 503 (unavailable_error), anything else 500 (server_error).

@@ -14,6 +14,8 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
+constexpr std::string_view kEmbeddingFields[] = {"input", "model", "encoding_format", "dimensions", "user"};
+
 HttpResponse json_reply(int status, const json& body) {
   HttpResponse r;
   r.status = status;
@@ -140,14 +142,7 @@ HttpResponse embeddings_response(const HttpRequest& req, Embedder* embedder, con
   const json b = parse_json(req.body);
   if (b.is_discarded()) return Server::error_response(bad_request(invalid_json_message(req.body)));
   if (!b.is_object()) return Server::error_response(bad_request("the request body must be a JSON object"));
-  for (const auto& [key, value] : b.items()) {
-    if (key != "input" && key != "model" && key != "encoding_format" && key != "dimensions" && key != "user")
-      return Server::error_response(bad_request(
-          fmt::format(
-              "unknown field '{}' (/v1/embeddings takes input, model, encoding_format, dimensions, user)",
-              key),
-          key));
-  }
+  if (auto e = unknown_field(b, {kEmbeddingFields}, "/v1/embeddings")) return Server::error_response(*e);
   if (!b.contains("input")) return Server::error_response(bad_request("'input' is required", "input"));
   if (b["input"].is_array() && !is_token_array(b["input"]) && b["input"].size() > kMaxEmbeddingInputs)
     return Server::error_response(bad_request(fmt::format("'input' holds {} inputs; at most {} per request",

@@ -5,9 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <limits>
-#include <span>
 #include <string_view>
 #include <utility>
 
@@ -160,19 +158,6 @@ constexpr std::string_view kChatFields[] = {
     "chat_template_kwargs"};
 // clang-format on
 constexpr std::string_view kCompletionFields[] = {"prompt", "logprobs"};
-
-Err only_known_fields(const json& b, std::span<const std::string_view> own, const char* route) {
-  for (auto it = b.begin(); it != b.end(); ++it) {
-    const std::string& key = it.key();
-    const auto is = [&key](std::string_view f) { return key == f; };
-    if (std::any_of(std::begin(kCommonFields), std::end(kCommonFields), is) ||
-        std::any_of(own.begin(), own.end(), is))
-      continue;
-    return bad_request(fmt::format("unknown field '{}': {} on this server does not take it", key, route),
-                       key);
-  }
-  return {};
-}
 
 // Sampling and generation fields shared by both endpoints.
 Err parse_common(const json& b, const RequestLimits& limits, OpenAiRequest* r) {
@@ -551,7 +536,7 @@ std::optional<ApiError> parse_chat_request(std::string_view body, const RequestL
   out->endpoint = Endpoint::kChat;
   json b;
   if (auto e = parse_json_body(body, &b)) return e;
-  if (auto e = only_known_fields(b, kChatFields, "/v1/chat/completions")) return e;
+  if (auto e = unknown_field(b, {kCommonFields, kChatFields}, "/v1/chat/completions")) return e;
   if (auto e = parse_messages(b, out)) return e;
   if (auto e = parse_common(b, limits, out)) return e;
   out->tool_format = limits.tool_format;
@@ -587,7 +572,7 @@ std::optional<ApiError> parse_completion_request(std::string_view body, const Re
   out->endpoint = Endpoint::kCompletion;
   json b;
   if (auto e = parse_json_body(body, &b)) return e;
-  if (auto e = only_known_fields(b, kCompletionFields, "/v1/completions")) return e;
+  if (auto e = unknown_field(b, {kCommonFields, kCompletionFields}, "/v1/completions")) return e;
   auto it = b.find("prompt");
   if (it == b.end() || it->is_null()) return bad_request("'prompt' is required", "prompt");
   if (it->is_string()) {

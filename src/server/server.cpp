@@ -6,7 +6,6 @@
 #include <cctype>
 #include <chrono>
 #include <ctime>
-#include <initializer_list>
 #include <optional>
 #include <string_view>
 
@@ -43,16 +42,9 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-// A field of `b` outside `known`, as a 400 naming it (every field is read or refused).
-std::optional<ApiError> unknown_field(const json& b, std::initializer_list<std::string_view> known,
-                                      std::string_view route) {
-  for (const auto& [key, value] : b.items()) {
-    bool ok = false;
-    for (std::string_view k : known) ok = ok || key == k;
-    if (!ok) return bad_request(fmt::format("unknown field '{}': {} does not take it", key, route), key);
-  }
-  return std::nullopt;
-}
+constexpr std::string_view kTokenizeFields[] = {"content", "add_special", "with_pieces", "parse_special",
+                                                "model"};
+constexpr std::string_view kDetokenizeFields[] = {"tokens", "model"};
 
 std::string token_text_or_empty(const tokenizer::Tokenizer& tok, int32_t id) {
   return id >= 0 && id < tok.n_vocab() ? std::string(tok.token_bytes(id)) : std::string();
@@ -287,9 +279,7 @@ HttpResponse Server::tokenize(const HttpRequest& req, const std::function<bool()
   json b = parse_json(req.body);
   if (b.is_discarded()) return error_response(bad_request(invalid_json_message(req.body)));
   if (!b.is_object()) return error_response(bad_request("the request body must be a JSON object"));
-  if (auto e =
-          unknown_field(b, {"content", "add_special", "with_pieces", "parse_special", "model"}, "/tokenize"))
-    return error_response(*e);
+  if (auto e = unknown_field(b, {kTokenizeFields}, "/tokenize")) return error_response(*e);
   if (!b.contains("content") || !b["content"].is_string())
     return error_response(bad_request("'content' must be a string", "content"));
   bool add_special = false, with_pieces = false, parse_special = true;
@@ -322,7 +312,7 @@ HttpResponse Server::detokenize(const HttpRequest& req, const std::function<bool
   json b = parse_json(req.body);
   if (b.is_discarded()) return error_response(bad_request(invalid_json_message(req.body)));
   if (!b.is_object()) return error_response(bad_request("the request body must be a JSON object"));
-  if (auto e = unknown_field(b, {"tokens", "model"}, "/detokenize")) return error_response(*e);
+  if (auto e = unknown_field(b, {kDetokenizeFields}, "/detokenize")) return error_response(*e);
   if (!b.contains("tokens") || !b["tokens"].is_array())
     return error_response(bad_request("'tokens' must be an array of token ids", "tokens"));
   ApiError error;
