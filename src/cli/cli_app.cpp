@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/env.h"
+#include "core/log.h"
 #include "engine/engine.h"
 #include "hub/cache.h"
 #include "hub/download.h"
@@ -112,41 +113,31 @@ Result<DType> kv_cache_type(const std::string& flag) {
   return *type;
 }
 
+Result<int64_t> drain_ms_from_env() {
+  const char* env = std::getenv("MINFER_DRAIN_MS");
+  if (env == nullptr || *env == '\0') return int64_t{30000};
+  const std::string_view drain = env;
+  int64_t ms = 0;
+  auto [p, ec] = std::from_chars(drain.data(), drain.data() + drain.size(), ms);
+  if (ec != std::errc() || p != drain.data() + drain.size() || ms < 0)
+    return invalid_argument("MINFER_DRAIN_MS='{}' is not a whole number of milliseconds >= 0", drain);
+  return ms;
+}
+
 Status check_environment() {
   MINFER_RETURN_IF_ERROR(check_bool_env());
   auto get = [](const char* name) -> std::string {
     const char* v = std::getenv(name);
     return v != nullptr ? v : "";
   };
-  if (const std::string isa = get("MINFER_CPU_ISA"); !isa.empty()) {
-    std::string names, available;
-    bool known = false;
-    for (int i = 0; i <= static_cast<int>(kernels::Isa::kAmx); ++i) {
-      const auto level = static_cast<kernels::Isa>(i);
-      const std::string name(kernels::isa_name(level));
-      names += fmt::format("{}{}", names.empty() ? "" : ", ", name);
-      if (kernels::isa_available(level))
-        available += fmt::format("{}{}", available.empty() ? "" : ", ", name);
-      if (name != isa) continue;
-      known = true;
-      if (!kernels::isa_available(level)) {
-        return invalid_argument("MINFER_CPU_ISA='{}' is not available on this CPU (it has: {})", isa,
-                                available);
-      }
-    }
-    if (!known) return invalid_argument("MINFER_CPU_ISA='{}' is not a kernel level (known: {})", isa, names);
-  }
+  if (const std::string isa = get("MINFER_CPU_ISA"); !isa.empty())
+    MINFER_RETURN_IF_ERROR(kernels::forced_isa(isa).status());
   if (const std::string log = get("MINFER_LOG"); !log.empty()) {
-    if (log != "debug" && log != "info" && log != "warn" && log != "error" && log != "none")
+    if (!log_level_from_name(log))
       return invalid_argument("MINFER_LOG='{}' is not a log level: use debug, info, warn, error or none",
                               log);
   }
-  if (const std::string drain = get("MINFER_DRAIN_MS"); !drain.empty()) {
-    int64_t ms = 0;
-    auto [p, ec] = std::from_chars(drain.data(), drain.data() + drain.size(), ms);
-    if (ec != std::errc() || p != drain.data() + drain.size() || ms < 0)
-      return invalid_argument("MINFER_DRAIN_MS='{}' is not a whole number of milliseconds >= 0", drain);
-  }
+  MINFER_RETURN_IF_ERROR(drain_ms_from_env().status());
   if (!get("MINFER_CACHE_TYPE").empty()) MINFER_RETURN_IF_ERROR(kv_cache_type("").status());
   for (const char* endpoint : {"HF_ENDPOINT", "MINFER_OLLAMA_REGISTRY"}) {
     const std::string url = get(endpoint);

@@ -41,6 +41,10 @@ Result<Args> llama_spellings(const Args& args, const std::vector<RefusedFlag>& r
 // MINFER_GPU_LAYERS and MINFER_GPU_MEM are refused by offload_options, where a flag may override them.)
 Status check_environment();
 
+// How long serve's drain waits for running requests: MINFER_DRAIN_MS, 30000 when unset or empty;
+// kInvalidArgument naming the value when it is not a whole number of milliseconds >= 0.
+Result<int64_t> drain_ms_from_env();
+
 // The bytes of a file named by the user (a prompt, template, grammar, messages): kNotFound "'PATH': no such
 // file", kInvalidArgument "'PATH': not a regular file" (a directory), kIo when it cannot be read. Never
 // throws, whatever PATH is.

@@ -89,20 +89,6 @@ Result<std::vector<std::string>> gguf_files_in(const std::string& dir) {
   return out;
 }
 
-int64_t drain_ms_from_env() {
-  const char* env = std::getenv("MINFER_DRAIN_MS");
-  if (env == nullptr || *env == '\0') return 30000;
-  char* end = nullptr;
-  const long long v = std::strtoll(env, &end, 10);
-  if (*end != '\0' || v < 0) {
-    fmt::print(stderr,
-               "minfer serve: MINFER_DRAIN_MS='{}' is not a whole number of milliseconds; using 30000\n",
-               env);
-    return 30000;
-  }
-  return v;
-}
-
 Result<chat::ChatTemplate> load_template(const ServeArgs& args, engine::Engine& engine) {
   std::string source;
   if (!args.chat_template_file.empty()) {
@@ -300,7 +286,8 @@ int serve_command(const Args& argv) {
   if (!max_body.ok()) return fail(max_body.status().with_context("--max-body: "));
   auto kv_type = kv_cache_type(args.cache_type);
   if (!kv_type.ok()) return fail(kv_type.status());
-  const int64_t drain_ms = drain_ms_from_env();
+  auto drain_ms = drain_ms_from_env();
+  if (!drain_ms.ok()) return fail(drain_ms.status());
 
   // Signals are taken by sigwait below, never by an asynchronous handler; block them before any thread
   // starts.
@@ -434,10 +421,10 @@ int serve_command(const Args& argv) {
   int sig = 0;
   sigwait(&signals, &sig);
   fmt::print(stderr, "minfer serve: {} received, draining (up to {} ms)\n",
-             sig == SIGINT ? "SIGINT" : "SIGTERM", drain_ms);
+             sig == SIGINT ? "SIGINT" : "SIGTERM", *drain_ms);
   server.begin_drain();
   (*http)->stop();
-  const int64_t abandoned = server.router().drain(std::chrono::milliseconds(drain_ms));
+  const int64_t abandoned = server.router().drain(std::chrono::milliseconds(*drain_ms));
   http_thread.join();
   fmt::print(stderr, "minfer serve: drained; {} request(s) abandoned\n", abandoned);
   server.take_router().reset();  // every batcher stops, then its engines go

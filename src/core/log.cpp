@@ -3,19 +3,17 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <iterator>
 
 namespace minfer {
 namespace {
 
+constexpr const char* kNames[] = {"debug", "info", "warn", "error", "none"};
+
+// An unset or unknown MINFER_LOG is warn (the `minfer` binary refuses an unknown one at startup).
 LogLevel level_from_env() {
   const char* env = std::getenv("MINFER_LOG");
-  if (env == nullptr) return LogLevel::kWarn;
-  if (std::strcmp(env, "debug") == 0) return LogLevel::kDebug;
-  if (std::strcmp(env, "info") == 0) return LogLevel::kInfo;
-  if (std::strcmp(env, "error") == 0) return LogLevel::kError;
-  if (std::strcmp(env, "none") == 0) return LogLevel::kNone;
-  return LogLevel::kWarn;
+  return env == nullptr ? LogLevel::kWarn : log_level_from_name(env).value_or(LogLevel::kWarn);
 }
 
 std::atomic<int>& level_storage() {
@@ -25,11 +23,17 @@ std::atomic<int>& level_storage() {
 
 }  // namespace
 
+std::optional<LogLevel> log_level_from_name(std::string_view name) {
+  for (int i = 0; i < static_cast<int>(std::size(kNames)); ++i) {
+    if (name == kNames[i]) return static_cast<LogLevel>(i);
+  }
+  return std::nullopt;
+}
+
 void set_log_level(LogLevel level) { level_storage().store(static_cast<int>(level)); }
 LogLevel log_level() { return static_cast<LogLevel>(level_storage().load(std::memory_order_relaxed)); }
 
 void log_write(LogLevel level, const char* func, const std::string& message) {
-  static const char* kNames[] = {"debug", "info", "warn", "error", "none"};
   std::string line = fmt::format("minfer: {}: {}: {}\n", kNames[static_cast<int>(level)], func, message);
   std::fwrite(line.data(), 1, line.size(), stderr);
 }

@@ -2,11 +2,17 @@
 // The level is set once at start-up (set_log_level) or by MINFER_LOG=debug|info|warn|error|none.
 #pragma once
 
+#include <optional>
+#include <string_view>
+
 #include <fmt/format.h>
 
 namespace minfer {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3, kNone = 4 };
+
+// The level a MINFER_LOG value names ("debug", "info", "warn", "error", "none"); nullopt for any other.
+std::optional<LogLevel> log_level_from_name(std::string_view name);
 
 void set_log_level(LogLevel level);
 LogLevel log_level();

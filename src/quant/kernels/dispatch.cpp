@@ -149,23 +149,39 @@ Isa widest_below(Isa top) {
 Isa compute_detected() {
   Isa isa = first_available_from(0);
   if (const char* forced = std::getenv("MINFER_CPU_ISA"); forced != nullptr && forced[0] != '\0') {
-    const std::string s = forced;
-    bool known = false;
-    for (Isa want : kByPreference) {
-      if (s != isa_name(want)) continue;
-      known = true;
-      // Forcing can only pick a level this CPU runs (a wider one would crash).
-      if (isa_available(want))
-        isa = want;
-      else
-        MINFER_LOG_WARN("kernels: MINFER_CPU_ISA={} is not available on this CPU; using {}", s, isa_name(isa));
-    }
-    if (!known) MINFER_LOG_WARN("kernels: unknown MINFER_CPU_ISA='{}' ignored", s);
+    // Forcing can only pick a level this CPU runs (a wider one would crash).
+    if (auto want = forced_isa(forced); want.ok())
+      isa = *want;
+    else
+      MINFER_LOG_WARN("kernels: {}; using {}", want.status().message(), isa_name(isa));
   }
   if ((isa == Isa::kAmx || isa == Isa::kAvx512) && env_flag("MINFER_NO_AVX512")) isa = widest_below(Isa::kAvx512);
   if ((isa == Isa::kAvx2 || isa == Isa::kAvxVnni) && env_flag("MINFER_NO_AVX2")) isa = Isa::kGeneric;
   return isa;
 }
+
+}  // namespace
+
+Result<Isa> forced_isa(std::string_view name) {
+  std::string known, available;
+  for (int i = 0; i < kIsaCount; ++i) {
+    const auto level = static_cast<Isa>(i);
+    known += fmt::format("{}{}", known.empty() ? "" : ", ", isa_name(level));
+    if (isa_available(level))
+      available += fmt::format("{}{}", available.empty() ? "" : ", ", isa_name(level));
+  }
+  for (int i = 0; i < kIsaCount; ++i) {
+    const auto level = static_cast<Isa>(i);
+    if (name != isa_name(level)) continue;
+    if (!isa_available(level))
+      return invalid_argument("MINFER_CPU_ISA='{}' is not available on this CPU (it has: {})", name,
+                              available);
+    return level;
+  }
+  return invalid_argument("MINFER_CPU_ISA='{}' is not a kernel level (known: {})", name, known);
+}
+
+namespace {
 
 CpuKernels build(Isa isa) {
   CpuKernels k;

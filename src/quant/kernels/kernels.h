@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/dtype.h"
+#include "core/status.h"
 
 namespace minfer::kernels {
 
@@ -126,6 +127,10 @@ struct CpuKernels {
 Isa detected_isa();
 // Whether this CPU can run `isa`'s kernels (and they were compiled in).
 bool isa_available(Isa isa);
+// The level a MINFER_CPU_ISA value names, when this CPU runs it; otherwise kInvalidArgument naming the value:
+// "MINFER_CPU_ISA='X' is not a kernel level (known: ...)" or "... is not available on this CPU (it has:
+// ...)". detected_isa() logs the error and keeps the widest level; the `minfer` binary refuses it at startup.
+Result<Isa> forced_isa(std::string_view name);
 // The table for the detected ISA (cached).
 const CpuKernels& cpu_kernels();
 // The table for a given ISA; nullptr when unavailable. Tests use this to force each level.
