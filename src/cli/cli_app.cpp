@@ -4,8 +4,6 @@
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -75,19 +73,6 @@ int parse_args(CLI::App& app, const Args& args, const std::vector<RefusedFlag>& 
     return code == 0 ? 0 : 2;
   }
   return -1;
-}
-
-Result<std::string> read_regular_file(const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) return not_found("'{}': no such file", path);
-  if (!std::filesystem::is_regular_file(status)) return invalid_argument("'{}': not a regular file", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error("cannot read '{}'", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return io_error("cannot read '{}'", path);
-  return ss.str();
 }
 
 int fail(const Status& status) {

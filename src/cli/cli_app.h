@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "core/text_file.h"
 #include "engine/offload.h"
 
 namespace minfer::engine {
@@ -44,11 +45,6 @@ Status check_environment();
 // How long serve's drain waits for running requests: MINFER_DRAIN_MS, 30000 when unset or empty;
 // kInvalidArgument naming the value when it is not a whole number of milliseconds >= 0.
 Result<int64_t> drain_ms_from_env();
-
-// The bytes of a file named by the user (a prompt, template, grammar, messages): kNotFound "'PATH': no such
-// file", kInvalidArgument "'PATH': not a regular file" (a directory), kIo when it cannot be read. Never
-// throws, whatever PATH is.
-Result<std::string> read_regular_file(const std::string& path);
 
 // Prints "minfer: <message>" to stderr and returns exit code 1.
 int fail(const Status& status);

@@ -1,8 +1,5 @@
 // `minfer grammar`: print the GBNF generated for a JSON Schema, or check a GBNF grammar and print it as
 // parsed (repetitions expanded into helper rules), with its warnings.
-#include <fstream>
-#include <sstream>
-
 #include <fmt/format.h>
 
 #include "cli/cli_app.h"
@@ -10,10 +7,6 @@
 #include "sampling/json_schema/to_grammar.h"
 
 namespace minfer::cli {
-namespace {
-
-
-}  // namespace
 
 int grammar_command(const Args& args) {
   CLI::App app(

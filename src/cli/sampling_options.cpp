@@ -1,29 +1,20 @@
 // The sampling flags of `run` / `serve`: one registration function shared by both commands.
 #include "cli/sampling_options.h"
 
-#include <filesystem>
-
 #include <charconv>
-#include <fstream>
-#include <sstream>
+#include <utility>
+
+#include "core/text_file.h"
 
 namespace minfer::cli {
 namespace {
 
 // A grammar or schema file's text; an empty one is refused (it would mean "no constraint").
-// (Its own reader, not cli_app's read_regular_file: test_sampling_cli builds this file alone.)
 std::string read_text_file(const std::string& flag, const std::string& path) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) throw CLI::ValidationError(flag, "'" + path + "': no such file");
-  if (!std::filesystem::is_regular_file(status))
-    throw CLI::ValidationError(flag, "'" + path + "': not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in || in.bad()) throw CLI::ValidationError(flag, "cannot read '" + path + "'");
-  if (ss.str().empty()) throw CLI::ValidationError(flag, "'" + path + "' is empty");
-  return ss.str();
+  auto text = read_regular_file(path);
+  if (!text.ok()) throw CLI::ValidationError(flag, std::string(text.status().message()));
+  if (text->empty()) throw CLI::ValidationError(flag, "'" + path + "' is empty");
+  return std::move(*text);
 }
 
 // Refuses an empty --grammar-str / --json-schema-str (it would mean "no constraint").
