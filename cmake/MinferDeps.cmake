@@ -14,7 +14,7 @@ endif()
 if(MINFER_BUILD_BENCH)
   find_package(benchmark QUIET)
 endif()
-if(MINFER_BUILD_APPS)
+if(MINFER_BUILD_FRONTENDS)
   # Downloads (src/hub): libcurl4-openssl-dev; sha256 from OpenSSL's libcrypto (libssl-dev).
   find_package(CURL REQUIRED)
   find_package(OpenSSL REQUIRED)

@@ -53,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool special = (data[0] & 1) != 0;
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
   const auto& tok = tokenizer();
-  const std::vector<int32_t> ids = tok.encode(text, special);
+  const std::vector<int32_t> ids = tok.encode(text, /*add_special=*/false, special);
   for (const int32_t id : ids) {
     if (id < 0 || id >= tok.n_vocab()) __builtin_trap();
   }

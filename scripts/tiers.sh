@@ -16,10 +16,11 @@ jobs="$(nproc)"
 source scripts/use_ccache.sh
 
 # tsan: "<test target>|<gtest filter>" per line, one for each threaded component: the pool and matmul, the
-# engine (batcher, speculation, sessions), the dump/trace observers (pool lanes) and the viz server.
+# engine (batcher, speculation), the programs on it (sessions, perplexity), the dump/trace observers (pool lanes) and the viz server.
 TSAN_TESTS=(
   "test_quant|ThreadPool*:Matmul*:*MatmulTest*"
   "test_engine|*"
+  "test_apps|*"
   "test_inspect|*"
   "test_viz|*"
 )
@@ -79,7 +80,7 @@ for tier in "$@"; do
       done
       ;;
     neon)
-      build neon test_quant test_engine test_parity
+      build neon test_quant test_engine test_apps test_parity
       echo "tier neon: aarch64 kernel and engine tests under qemu-user"
       run_ctest --preset neon -L unit -j "$jobs" --timeout 300 --no-tests=error \
         || { echo "tiers: neon tier failed" >&2; exit 1; }

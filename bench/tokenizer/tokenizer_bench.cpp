@@ -68,7 +68,7 @@ void BM_Encode(benchmark::State& state) {
   const bool special = state.range(0) != 0;
   size_t n_tokens = 0;
   for (auto _ : state) {
-    const std::vector<int32_t> ids = tok->encode(corpus(), special);
+    const std::vector<int32_t> ids = tok->encode(corpus(), /*add_special=*/false, special);
     n_tokens = ids.size();
     benchmark::DoNotOptimize(ids.data());
   }
@@ -84,8 +84,8 @@ void BM_EncodeColdCache(benchmark::State& state) {
   auto other = Tokenizer::from_gguf(vocab_file()->metadata());
   const std::string one = "x";
   for (auto _ : state) {
-    benchmark::DoNotOptimize(other->encode(one, false));
-    benchmark::DoNotOptimize(tok->encode(corpus(), false));
+    benchmark::DoNotOptimize(other->encode(one, /*add_special=*/false, false));
+    benchmark::DoNotOptimize(tok->encode(corpus(), /*add_special=*/false, false));
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * corpus().size()));
 }
@@ -97,7 +97,7 @@ void BM_EncodeChatPrompt(benchmark::State& state) {
   const std::string prompt =
       "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWrite a haiku about the "
       "sea, then translate it to 日本語.<|im_end|>\n<|im_start|>assistant\n";
-  for (auto _ : state) benchmark::DoNotOptimize(tok->encode(prompt, true));
+  for (auto _ : state) benchmark::DoNotOptimize(tok->encode(prompt, /*add_special=*/false, true));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * prompt.size()));
 }
 BENCHMARK(BM_EncodeChatPrompt);
@@ -105,7 +105,7 @@ BENCHMARK(BM_EncodeChatPrompt);
 void BM_Decode(benchmark::State& state) {
   const Tokenizer* tok = tokenizer();
   if (tok == nullptr || corpus().empty()) return state.SkipWithError("vocabulary or corpus not found");
-  const std::vector<int32_t> ids = tok->encode(corpus(), false);
+  const std::vector<int32_t> ids = tok->encode(corpus(), /*add_special=*/false, false);
   for (auto _ : state) benchmark::DoNotOptimize(tok->decode(ids));
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * corpus().size()));
 }
@@ -114,7 +114,7 @@ BENCHMARK(BM_Decode)->Unit(benchmark::kMillisecond);
 void BM_StreamDecode(benchmark::State& state) {
   const Tokenizer* tok = tokenizer();
   if (tok == nullptr || corpus().empty()) return state.SkipWithError("vocabulary or corpus not found");
-  const std::vector<int32_t> ids = tok->encode(corpus(), false);
+  const std::vector<int32_t> ids = tok->encode(corpus(), /*add_special=*/false, false);
   for (auto _ : state) {
     StreamDecoder dec(*tok);
     size_t n = 0;

@@ -8,7 +8,7 @@
 
 #include "cli/cli_app.h"
 #include "cli/spec_options.h"
-#include "engine/bench.h"
+#include "apps/bench.h"
 #include "hub/download.h"
 #include "kv/kv_cache.h"
 #include "quant/kernels/kernels.h"
@@ -98,7 +98,7 @@ int bench_command(const Args& argv) {
   if (!pp.ok()) return fail(pp.status());
   if (!tg.ok()) return fail(tg.status());
   if (!depths.ok()) return fail(depths.status());
-  std::vector<engine::BenchTest> tests;
+  std::vector<apps::BenchTest> tests;
   int32_t need = 1;
   for (int32_t d : *depths) {
     for (int32_t p : *pp) {
@@ -152,8 +152,8 @@ int bench_command(const Args& argv) {
   // llama-bench's backend column: the device backend when blocks run there (e.g. "Vulkan,CPU").
   std::string backend_col = "CPU";
   if (e.n_gpu_layers() > 0) backend_col = fmt::format("{}", fmt::join(e.backend_names(), ","));
-  for (const engine::BenchTest& test : tests) {
-    auto r = engine::run_bench(e, test, reps);
+  for (const apps::BenchTest& test : tests) {
+    auto r = apps::run_bench(e, test, reps);
     if (!r.ok()) return fail(r.status());
     if (output == "md") {
       fmt::print("| {} | {:.2f} MiB | {:.2f} M | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", type,
@@ -196,10 +196,10 @@ int bench_command(const Args& argv) {
     const std::string mode = !spec.draft_model.empty()
                                  ? fmt::format("draft d{}{}", spec.draft_n, spec.adaptive ? " adaptive" : "")
                                  : fmt::format("lookup d{}", spec.lookup_n);
-    const std::vector<int32_t> prompt_ids = e.tokenizer().encode(spec_prompt, /*parse_special=*/true);
+    const std::vector<int32_t> prompt_ids = e.tokenizer().encode(spec_prompt, /*add_special=*/false, /*parse_special=*/true);
     for (int32_t n : *tg) {
       if (n <= 0) continue;
-      auto r = engine::run_spec_bench(e, **drafter, n, spec.options(), reps, prompt_ids);
+      auto r = apps::run_spec_bench(e, **drafter, n, spec.options(), reps, prompt_ids);
       if (!r.ok()) return fail(r.status());
       const double speedup = r->speculative.avg_ts() / r->plain.avg_ts();
       if (output == "md") {

@@ -16,9 +16,9 @@
 #include <editline/readline.h>
 #include <fmt/format.h>
 
+#include "apps/session.h"
 #include "cli/think_style.h"
 #include "core/env.h"
-#include "engine/session.h"
 
 namespace minfer::cli {
 namespace {
@@ -143,8 +143,8 @@ class Repl {
   }
 
  private:
-  static engine::ChatSessionOptions session_options(const ConversationOptions& options) {
-    engine::ChatSessionOptions s;
+  static apps::ChatSessionOptions session_options(const ConversationOptions& options) {
+    apps::ChatSessionOptions s;
     s.system = options.system;
     s.context_shift = !env_flag("MINFER_NO_CONTEXT_SHIFT");
     s.template_vars = options.template_vars;
@@ -188,14 +188,14 @@ class Repl {
   }
 
   template <typename Fn>
-  Result<engine::TurnResult> with_reply_streaming(Fn&& fn) {
+  Result<apps::TurnResult> with_reply_streaming(Fn&& fn) {
     ThinkStyler styler(color_);
     auto print = [](const std::string& s) {
       std::fwrite(s.data(), 1, s.size(), stdout);
       std::fflush(stdout);
     };
     std::function<void(std::string_view)> on_text = [&](std::string_view text) { print(styler.push(text)); };
-    Result<engine::TurnResult> r = [&] {
+    Result<apps::TurnResult> r = [&] {
       SigintDuringReply guard;
       return fn(on_text);
     }();
@@ -203,7 +203,7 @@ class Repl {
     return r;
   }
 
-  bool report(const Result<engine::TurnResult>& r) {
+  bool report(const Result<apps::TurnResult>& r) {
     if (!r.ok()) {
       fmt::print(stderr, "minfer: {}\n", r.status().message());
       return false;
@@ -256,7 +256,7 @@ class Repl {
   engine::Engine& engine_;
   engine::GenerateOptions gen_;
   ConversationOptions options_;
-  engine::ChatSession chat_;
+  apps::ChatSession chat_;
   LineReader reader_;
   bool color_ = false;
   bool save_failed_ = false;  // a --session save failed: the process exits 1

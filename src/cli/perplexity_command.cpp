@@ -14,10 +14,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/perplexity.h"
+#include "apps/perplexity_base_file.h"
 #include "cli/cli_app.h"
 #include "engine/engine.h"
-#include "engine/perplexity.h"
-#include "engine/perplexity_base_file.h"
 #include "kv/kv_cache.h"
 
 namespace minfer::cli {
@@ -50,10 +50,7 @@ Result<std::vector<int32_t>> tokenize(const tokenizer::Tokenizer& tok, const std
         "the vocabulary appends EOS to every text (tokenizer.ggml.add_eos_token), which "
         "perplexity does not support (nor does llama-perplexity)");
   }
-  std::vector<int32_t> ids;
-  if (tok.add_bos() && tok.bos() >= 0) ids.push_back(tok.bos());
-  tok.encode(text, /*parse_special=*/false, ids);
-  return ids;
+  return tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
 }
 
 std::string eta(double seconds) {
@@ -66,25 +63,24 @@ std::string eta(double seconds) {
   return out + fmt::format("{:.2f} minutes", total / 60.0);
 }
 
-ordered_json mean_unc(const engine::MeanUnc& m) {
+ordered_json mean_unc(const apps::MeanUnc& m) {
   return {{"value", m.mean}, {"uncertainty", m.unc}};
 }
 
 // Perplexity, and the base file when one is being written.
-class PplSink : public engine::RowSink {
+class PplSink : public apps::RowSink {
  public:
-  PplSink(const engine::ChunkPlan& plan, int32_t n_vocab, engine::KldBaseWriter* writer, bool text)
+  PplSink(const apps::ChunkPlan& plan, int32_t n_vocab, apps::KldBaseWriter* writer, bool text)
       : plan_(plan), n_vocab_(n_vocab), writer_(writer), text_(text) {
-    if (writer_ != nullptr)
-      rows_.resize(static_cast<size_t>(plan.n_scored) * engine::base_row_bytes(n_vocab));
+    if (writer_ != nullptr) rows_.resize(static_cast<size_t>(plan.n_scored) * apps::base_row_bytes(n_vocab));
   }
   Status on_row(int32_t, int32_t j, const float* logits, int32_t target) override {
     double nll;
     if (writer_ != nullptr) {  // the same NLL, from the encoding pass, as llama-perplexity when it saves
-      nll = engine::encode_base_row(logits, n_vocab_, target,
-                                    rows_.data() + static_cast<size_t>(j) * engine::base_row_bytes(n_vocab_));
+      nll = apps::encode_base_row(logits, n_vocab_, target,
+                                  rows_.data() + static_cast<size_t>(j) * apps::base_row_bytes(n_vocab_));
     } else {
-      nll = engine::token_nll(logits, n_vocab_, target);
+      nll = apps::token_nll(logits, n_vocab_, target);
     }
     sums_.add(nll);
     chunk_.add(nll);
@@ -102,34 +98,34 @@ class PplSink : public engine::RowSink {
     }
     return {};
   }
-  const engine::NllSums& sums() const { return sums_; }
+  const apps::NllSums& sums() const { return sums_; }
   const ordered_json& chunks() const { return chunks_; }
 
  private:
-  engine::ChunkPlan plan_;
+  apps::ChunkPlan plan_;
   int32_t n_vocab_;
-  engine::KldBaseWriter* writer_;
+  apps::KldBaseWriter* writer_;
   bool text_;
-  engine::NllSums sums_, chunk_;
+  apps::NllSums sums_, chunk_;
   std::vector<uint8_t> rows_;
   ordered_json chunks_ = ordered_json::array();
 };
 
 // KL divergence against the rows of a base file.
-class KldSink : public engine::RowSink {
+class KldSink : public apps::RowSink {
  public:
-  KldSink(const engine::ChunkPlan& plan, int32_t n_vocab, engine::KldBaseReader* reader, bool text)
+  KldSink(const apps::ChunkPlan& plan, int32_t n_vocab, apps::KldBaseReader* reader, bool text)
       : plan_(plan), n_vocab_(n_vocab), reader_(reader), text_(text) {}
   Status on_row(int32_t, int32_t j, const float* logits, int32_t target) override {
     if (j == 0) {
       MINFER_ASSIGN_OR_RETURN(rows_, reader_->read_chunk());
     }
-    sums_.add(logits, n_vocab_, rows_.data() + static_cast<size_t>(j) * engine::base_row_bytes(n_vocab_),
+    sums_.add(logits, n_vocab_, rows_.data() + static_cast<size_t>(j) * apps::base_row_bytes(n_vocab_),
               target);
     return {};
   }
   Status on_chunk_end(int32_t chunk) override {
-    const engine::KldRunning r = engine::kld_running(sums_);
+    const apps::KldRunning r = apps::kld_running(sums_);
     chunks_.push_back({{"chunk", chunk + 1},
                        {"ppl", mean_unc(r.ppl)},
                        {"ln_ppl_ratio", mean_unc(r.ln_ppl_ratio)},
@@ -155,20 +151,20 @@ class KldSink : public engine::RowSink {
     }
     return {};
   }
-  const engine::KldSums& sums() const { return sums_; }
+  const apps::KldSums& sums() const { return sums_; }
   const ordered_json& chunks() const { return chunks_; }
 
  private:
-  engine::ChunkPlan plan_;
+  apps::ChunkPlan plan_;
   int32_t n_vocab_;
-  engine::KldBaseReader* reader_;
+  apps::KldBaseReader* reader_;
   bool text_;
-  engine::KldSums sums_;
+  apps::KldSums sums_;
   std::span<const uint8_t> rows_;
   ordered_json chunks_ = ordered_json::array();
 };
 
-void print_kld_stats(const engine::KldStats& s) {
+void print_kld_stats(const apps::KldStats& s) {
   fmt::print("\n====== Perplexity statistics ======\n");
   fmt::print("Mean PPL(Q)                   : {:10.6f} ± {:10.6f}\n", s.ppl.mean, s.ppl.unc);
   fmt::print("Mean PPL(base)                : {:10.6f} ± {:10.6f}\n", s.ppl_base.mean, s.ppl_base.unc);
@@ -203,7 +199,7 @@ void print_kld_stats(const engine::KldStats& s) {
   fmt::print("Same top p: {:6.3f} ± {:5.3f} %\n", 100.0 * s.same_top.mean, 100.0 * s.same_top.unc);
 }
 
-ordered_json kld_stats_json(const engine::KldStats& s) {
+ordered_json kld_stats_json(const apps::KldStats& s) {
   return {{"count", s.count},
           {"ppl", mean_unc(s.ppl)},
           {"ppl_base", mean_unc(s.ppl_base)},
@@ -309,9 +305,9 @@ int perplexity_command(const Args& argv) {
     text = std::move(*read);
   }
   // KL divergence: the base file decides n_ctx and the chunks (checked against -c and -f when given).
-  std::optional<engine::KldBaseReader> reader;
+  std::optional<apps::KldBaseReader> reader;
   if (kld) {
-    auto opened = engine::KldBaseReader::open(base_file);
+    auto opened = apps::KldBaseReader::open(base_file);
     if (!opened.ok()) return fail(opened.status());
     reader.emplace(std::move(*opened));
     if (ctx_opt->count() == 0) n_ctx = reader->info().n_ctx;
@@ -334,7 +330,7 @@ int perplexity_command(const Args& argv) {
   }
   n_seq = std::min(n_seq, e.n_ctx() / n_ctx);  // more cells than training allows: fewer chunks at once
   const int32_t n_vocab = e.n_vocab();
-  const uint64_t vocab_id = engine::vocab_hash(e.tokenizer());
+  const uint64_t vocab_id = apps::vocab_hash(e.tokenizer());
 
   std::vector<int32_t> tokens;
   if (!text.empty()) {
@@ -344,13 +340,13 @@ int perplexity_command(const Args& argv) {
     tokens = std::move(*ids);
   }
 
-  engine::ChunkPlan plan;
+  apps::ChunkPlan plan;
   if (kld) {
-    engine::KldBaseExpect expect{.n_vocab = n_vocab, .vocab_hash = vocab_id, .n_ctx = {}, .text_hash = {}};
+    apps::KldBaseExpect expect{.n_vocab = n_vocab, .vocab_hash = vocab_id, .n_ctx = {}, .text_hash = {}};
     if (ctx_opt->count() > 0) expect.n_ctx = n_ctx;
-    if (!text.empty()) expect.text_hash = engine::tokens_hash(tokens);
+    if (!text.empty()) expect.text_hash = apps::tokens_hash(tokens);
     if (Status st = reader->check(expect); !st.ok()) return fail(st);
-    const engine::KldBaseInfo& info = reader->info();
+    const apps::KldBaseInfo& info = reader->info();
     tokens = info.tokens;
     plan.n_ctx = info.n_ctx;
     plan.first = info.n_ctx / 2;
@@ -358,25 +354,25 @@ int perplexity_command(const Args& argv) {
     plan.n_chunk = chunks > 0 ? std::min(chunks, info.n_chunk) : info.n_chunk;
     plan.n_tokens = info.n_text_tokens;
   } else {
-    auto planned = engine::plan_chunks(static_cast<int64_t>(tokens.size()), n_ctx, chunks);
+    auto planned = apps::plan_chunks(static_cast<int64_t>(tokens.size()), n_ctx, chunks);
     if (!planned.ok()) return fail(invalid_argument("-f '{}': {}", text_file, planned.status().message()));
     plan = *planned;
   }
   n_seq = std::min(n_seq, plan.n_chunk);
 
-  std::optional<engine::KldBaseWriter> writer;
+  std::optional<apps::KldBaseWriter> writer;
   if (!kld && !base_file.empty()) {
-    engine::KldBaseInfo info;
+    apps::KldBaseInfo info;
     info.n_ctx = plan.n_ctx;
     info.n_vocab = n_vocab;
     info.n_chunk = plan.n_chunk;
     info.n_scored = plan.n_scored;
     info.vocab_hash = vocab_id;
-    info.text_hash = engine::tokens_hash(tokens);
+    info.text_hash = apps::tokens_hash(tokens);
     info.n_text_tokens = static_cast<int64_t>(tokens.size());
     info.tokens.assign(tokens.begin(),
                        tokens.begin() + static_cast<std::ptrdiff_t>(plan.n_chunk) * plan.n_ctx);
-    auto created = engine::KldBaseWriter::create(base_file, info);
+    auto created = apps::KldBaseWriter::create(base_file, info);
     if (!created.ok()) return fail(created.status());
     writer.emplace(std::move(*created));
     fmt::print(stderr, "perplexity: saving the base distributions to {}\n", base_file);
@@ -386,14 +382,14 @@ int perplexity_command(const Args& argv) {
              "perplexity: {} tokens, {} chunks of n_ctx={} ({} scored tokens each), batch_size={}, n_seq={}, "
              "{} threads\n",
              plan.n_tokens, plan.n_chunk, plan.n_ctx, plan.n_scored, options.n_batch, n_seq, e.n_threads());
-  engine::EvalOptions eval;
+  apps::EvalOptions eval;
   eval.n_seq = n_seq;
-  eval.bos = e.tokenizer().add_bos() ? e.tokenizer().bos() : -1;
+  eval.bos = e.tokenizer().added_bos();
   eval.n_batch = options.n_batch;
 
   // Wraps a sink to report the time of the first pass and an ETA, as llama-perplexity does.
-  struct Timed : engine::RowSink {
-    engine::RowSink* inner;
+  struct Timed : apps::RowSink {
+    apps::RowSink* inner;
     int32_t n_chunk, n_seq;
     Clock::time_point start = Clock::now();
     bool reported = false;
@@ -424,11 +420,11 @@ int perplexity_command(const Args& argv) {
     timed.inner = &sink;
     timed.n_chunk = plan.n_chunk;
     timed.n_seq = n_seq;
-    if (Status st = engine::evaluate_chunks(e, tokens, plan, eval, timed); !st.ok()) return fail(st);
+    if (Status st = apps::evaluate_chunks(e, tokens, plan, eval, timed); !st.ok()) return fail(st);
     if (writer) {
       if (Status st = writer->finish(); !st.ok()) return fail(st);
     }
-    const engine::NllSums& s = sink.sums();
+    const apps::NllSums& s = sink.sums();
     if (text_out) {
       fmt::print("\nFinal estimate: PPL = {:.4f} +/- {:.5f}\n", s.ppl(), s.ppl_uncertainty());
     } else {
@@ -446,8 +442,8 @@ int perplexity_command(const Args& argv) {
   timed.inner = &sink;
   timed.n_chunk = plan.n_chunk;
   timed.n_seq = 1;
-  if (Status st = engine::evaluate_chunks(e, tokens, plan, eval, timed); !st.ok()) return fail(st);
-  const engine::KldStats stats = engine::kld_stats(sink.sums());
+  if (Status st = apps::evaluate_chunks(e, tokens, plan, eval, timed); !st.ok()) return fail(st);
+  const apps::KldStats stats = apps::kld_stats(sink.sums());
   if (stats.count < 100) {
     fmt::print(
         stderr,

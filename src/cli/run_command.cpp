@@ -44,10 +44,6 @@ struct RunArgs {
   ConversationOptions conversation;
 };
 
-std::string token_text_or_empty(const tokenizer::Tokenizer& tok, int32_t id) {
-  return id >= 0 && id < tok.n_vocab() ? std::string(tok.token_text(id)) : std::string();
-}
-
 // The model's chat template (or --chat-template FILE); generic ChatML, with a notice, when it has none.
 Result<chat::ChatTemplate> load_template(const RunArgs& args, engine::Engine& engine) {
   std::string source;
@@ -76,8 +72,8 @@ Result<chat::ChatTemplate> load_template(const RunArgs& args, engine::Engine& en
 nlohmann::ordered_json template_vars(engine::Engine& engine) {
   const tokenizer::Tokenizer& tok = engine.tokenizer();
   nlohmann::ordered_json vars = nlohmann::ordered_json::object();
-  vars["bos_token"] = token_text_or_empty(tok, tok.bos());
-  vars["eos_token"] = token_text_or_empty(tok, tok.eos());
+  vars["bos_token"] = tok.bos_text();
+  vars["eos_token"] = tok.eos_text();
   return vars;
 }
 
@@ -301,8 +297,8 @@ int run_command(const Args& argv) {
     auto prompt_text = build_prompt(args, **loaded);
     if (!prompt_text.ok()) return fail(prompt_text.status());
     const tokenizer::Tokenizer& tok = (*loaded)->tokenizer();
-    ids = tok.encode(*prompt_text, /*parse_special=*/true);
-    if (tok.add_bos() && tok.bos() >= 0) ids.insert(ids.begin(), tok.bos());
+    ids = args.no_template ? tok.encode(*prompt_text, /*add_special=*/true, /*parse_special=*/true)
+                           : tok.encode_chat(*prompt_text);
     if (ids.empty() && !args.cnv) return fail(invalid_argument("the prompt is empty"));
     auto n_ctx = fitted_context(**loaded, static_cast<int32_t>(ids.size()), args.n_predict, ctx_given);
     if (!n_ctx.ok()) return fail(n_ctx.status());

@@ -118,8 +118,8 @@ Result<chat::ChatTemplate> load_template(const ServeArgs& args, engine::Engine& 
                     {{"role", "user"}, {"content", "Bye"}}};
   probe.add_generation_prompt = true;
   const tokenizer::Tokenizer& tok = engine.tokenizer();
-  probe.extra["bos_token"] = tok.bos() >= 0 ? std::string(tok.token_bytes(tok.bos())) : std::string();
-  probe.extra["eos_token"] = tok.eos() >= 0 ? std::string(tok.token_bytes(tok.eos())) : std::string();
+  probe.extra["bos_token"] = tok.bos_text();
+  probe.extra["eos_token"] = tok.eos_text();
   auto rendered = tmpl.render(probe);
   if (!rendered.ok()) return rendered.status().with_context("chat template cannot render a conversation: ");
   return tmpl;

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/bench.h"
 #include "cli/cli_app.h"
-#include "engine/bench.h"
 
 namespace minfer::cli {
 
@@ -54,7 +54,7 @@ int specverify_command(const Args& argv) {
   options.offload = *offload;
   auto engine = engine::Engine::load(model, options);
   if (!engine.ok()) return fail(engine.status());
-  auto costs = engine::run_verify_bench(**engine, depth, nts, reps);
+  auto costs = apps::run_verify_bench(**engine, depth, nts, reps);
   if (!costs.ok()) return fail(costs.status());
   double c1 = 0.0;
   for (const auto& c : *costs) {

@@ -69,8 +69,8 @@ int tokenize_command(const Args& args) {
   app.add_option("-p,--prompt", text_flag, "the text (instead of the positional TEXT)");
   app.add_flag("--no-special", no_special, "treat control tokens such as <|im_start|> as plain text");
   app.add_flag("--no-bos", no_bos,
-               "never add BOS (by default it comes first when the vocabulary asks for it, "
-               "tokenizer.ggml.add_bos_token, as in llama-tokenize)");
+               "add no special token (by default BOS comes first and EOS last where the vocabulary asks "
+               "for them, tokenizer.ggml.add_bos_token / add_eos_token, as in llama-tokenize)");
   auto* ids_flag = app.add_flag("--ids", ids_only, "print only the ids, as [1, 2, 3]");
   auto* pieces_flag = app.add_flag("--pieces", pieces_only, "print only the pieces, one per line");
   auto* json_flag = app.add_flag("--json", json, "print {\"ids\": [...], \"pieces\": [...]}");
@@ -96,8 +96,7 @@ int tokenize_command(const Args& args) {
   auto tok = tokenizer::Tokenizer::from_gguf(file->metadata());
   if (!tok.ok()) return fail(tok.status().with_context(path + ": "));
   const auto t1 = std::chrono::steady_clock::now();
-  std::vector<int32_t> ids = tok->encode(text, !no_special);
-  if (!no_bos && tok->add_bos() && tok->bos() >= 0) ids.insert(ids.begin(), tok->bos());
+  std::vector<int32_t> ids = tok->encode(text, /*add_special=*/!no_bos, /*parse_special=*/!no_special);
   const auto t2 = std::chrono::steady_clock::now();
 
   if (ids_only) {

@@ -112,7 +112,9 @@ std::shared_ptr<const sampling::VocabView> Engine::sampling_vocab() {
     }
     view->eog_ids = tok.eog_ids();
     const tokenizer::Tokenizer* tp = &tok;
-    view->tokenize = [tp](std::string_view text) { return tp->encode(text, /*parse_special=*/false); };
+    view->tokenize = [tp](std::string_view text) {
+      return tp->encode(text, /*add_special=*/false, /*parse_special=*/false);
+    };
     sampling_vocab_ = std::move(view);
   }
   return sampling_vocab_;
@@ -120,9 +122,39 @@ std::shared_ptr<const sampling::VocabView> Engine::sampling_vocab() {
 
 Result<const sched::Plan*> Engine::plan_for(const graph::GraphParams& params) {
   MINFER_ASSIGN_OR_RETURN(sched::Plan * plan, scheduler_->plan(params, [&](const graph::GraphParams& p) {
-    return model_->build_graph(p);
+    return p.kv_shift ? model_->build_kv_shift_graph(p) : model_->build_graph(p);
   }));
   return plan;
+}
+
+Status Engine::seq_add(kv::SeqId seq, int32_t p0, int32_t p1, int32_t delta) {
+  MINFER_ASSIGN_OR_RETURN(const std::vector<int32_t> cells, kv_->shift_cells(seq, p0, p1, delta));
+  if (cells.empty()) return {};
+  const auto n = static_cast<int32_t>(cells.size());
+  graph::GraphParams params{n, 0, false, true};
+  MINFER_ASSIGN_OR_RETURN(sched::Plan * plan, scheduler_->plan(params, [&](const graph::GraphParams& p) {
+    return model_->build_kv_shift_graph(p);
+  }));
+  // The cells are read and written where they live: the placement that put each layer's attention there
+  // must have put its kv_rows and kv_store there too.
+  for (const graph::Node& node : plan->graph.nodes) {
+    if (node.op != graph::OpKind::kKvRows && node.op != graph::OpKind::kKvStore) continue;
+    const backend::Backend* runs = scheduler_->backends()[static_cast<size_t>(node.backend)];
+    const backend::Backend& holds = kv_->layer_backend(node.params.layer);
+    if (runs != &holds) {
+      return error(StatusCode::kInternal, "K shift: '{}' runs on {} but layer {}'s cells live on {}", node.name, runs->name(),
+                            node.params.layer, holds.name());
+    }
+  }
+  // Each cell's delta is its position input; the plan's token count is the cell count (no token is read).
+  const std::vector<int32_t> deltas(cells.size(), delta);
+  backend::BatchView batch;
+  batch.tokens = deltas;
+  batch.positions = deltas;
+  batch.store_cells = cells;
+  MINFER_RETURN_IF_ERROR(scheduler_->execute(*plan, batch, kv_->views()));
+  kv_->add_positions(cells, delta);
+  return {};
 }
 
 size_t Engine::weights_bytes() const {

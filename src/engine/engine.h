@@ -66,6 +66,12 @@ class Engine {
   const std::string& fingerprint();
   const models::Model& model() const { return *model_; }
   kv::KvCache& kv() { return *kv_; }
+  // A context shift, as llama.cpp's llama_memory_seq_add with its K-shift graph: adds `delta` to positions
+  // [p0, p1) of `seq` (p1 < 0: to the end) and re-rotates their keys, by the model's K-shift graph
+  // (Model::build_kv_shift_graph) run by the scheduler on whichever backend holds each layer's cells: a
+  // device-resident cache is shifted on the device. Cells shared with another sequence are refused. On an
+  // error the positions are unchanged and the keys of layers already rotated are stale: drop the sequence.
+  Status seq_add(kv::SeqId seq, int32_t p0, int32_t p1, int32_t delta);
   const EngineOptions& options() const { return options_; }
   int32_t n_ctx() const { return options_.n_ctx; }
   int32_t n_vocab() const { return model_->hparams().n_vocab; }

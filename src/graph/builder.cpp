@@ -155,12 +155,22 @@ NodeId GraphBuilder::rope(NodeId x, NodeId positions, int32_t n_rot, float freq_
 }
 
 NodeId GraphBuilder::kv_store(int32_t layer, NodeId k, NodeId v) {
-  MINFER_CHECK(at(k).n_elements() == at(v).n_elements(), "kv_store: K and V sizes differ");
+  MINFER_CHECK(v == kNoNode || at(k).n_elements() == at(v).n_elements(), "kv_store: K and V sizes differ");
   Node node;
   node.op = OpKind::kKvStore;
-  node.src = {k, v};
+  node.src = {k};
+  if (v != kNoNode) node.src.push_back(v);
   node.params.layer = layer;
   node.ne = {0, 1, 1, 1};  // no output data: the write goes to the persistent KV cells
+  return append(std::move(node));
+}
+
+NodeId GraphBuilder::kv_rows(int32_t layer, int64_t row_elems, int64_t n) {
+  MINFER_CHECK(row_elems > 0 && n > 0, "kv_rows: {} rows of {}", n, row_elems);
+  Node node;
+  node.op = OpKind::kKvRows;
+  node.params.layer = layer;
+  node.ne = {row_elems, n, 1, 1};
   return append(std::move(node));
 }
 

@@ -31,7 +31,10 @@ class GraphBuilder {
   // freq_factors: kNoNode or an F32 {n_rot/2} node dividing each pair's angle (llama3 rope_freqs.weight).
   NodeId rope(NodeId x, NodeId positions, int32_t n_rot, float freq_base, RopeMode mode, float freq_scale,
               NodeId freq_factors);
+  // v: kNoNode stores K only (a K-shift graph writes back re-rotated keys).
   NodeId kv_store(int32_t layer, NodeId k, NodeId v);
+  // The layer's K rows of the batch's store cells as F32 {row_elems, n}.
+  NodeId kv_rows(int32_t layer, int64_t row_elems, int64_t n);
   NodeId attention(int32_t layer, NodeId q, NodeId store, int32_t n_head, int32_t n_head_kv, int32_t head_dim);
   // With an explicit score scale and a sliding window of n_swa positions (0: none), as gemma3's local layers.
   NodeId attention(int32_t layer, NodeId q, NodeId store, int32_t n_head, int32_t n_head_kv, int32_t head_dim,

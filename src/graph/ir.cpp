@@ -19,6 +19,7 @@ std::string_view op_name(OpKind op) {
     case OpKind::kReshape: return "reshape";
     case OpKind::kRope: return "rope";
     case OpKind::kKvStore: return "kv_store";
+    case OpKind::kKvRows: return "kv_rows";
     case OpKind::kAttention: return "attention";
     case OpKind::kMoeRoute: return "moe_route";
     case OpKind::kMoeWeights: return "moe_weights";

@@ -36,7 +36,10 @@ enum class OpKind : uint8_t {
   kReshape,    // a view with another shape, same bytes
   kRope,       // rotary embedding (params.rope_mode: NEOX pairs (i, i + n_rot/2) or normal pairs (2i, 2i + 1));
                // src1 = positions, optional src2 = per-pair frequency divisors {n_rot/2} (llama3 rope_freqs)
-  kKvStore,    // writes K (src0) and V (src1) of the batch into the layer's KV cells; no output data
+  kKvStore,    // writes K (src0) and, when present, V (src1) of the batch into the layer's KV cells; no
+               // output data
+  kKvRows,     // the layer's K rows of the cells the batch stores to, as F32 {row_elems, n}: what a K-shift
+               // graph reads, re-rotates and stores back (no sources: the cells are the KV layer's)
   kAttention,  // causal GQA attention of Q (src0) over the layer's KV cells; src1 = the KvStore it follows
   // Mixture of experts (llama.cpp's build_moe_ffn with softmax gating):
   kMoeRoute,    // router logits src0 {n_expert, n} -> I32 {n_expert_used, n}: the experts of the largest softmax
@@ -66,7 +69,7 @@ struct OpParams {
   int32_t n_rot = 0;            // Rope: rotated dimensions per head
   RopeMode rope_mode = RopeMode::kNeox;  // Rope
   float rope_freq_scale = 1.0f; // Rope: theta multiplier (1 / rope.scaling.factor for linear scaling)
-  int32_t layer = -1;           // KvStore / Attention
+  int32_t layer = -1;           // KvStore / KvRows / Attention
   int32_t n_head = 0;           // Attention
   int32_t n_head_kv = 0;        // Attention
   int32_t head_dim = 0;         // Attention

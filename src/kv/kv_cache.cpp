@@ -7,8 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "backend/cpu/ops/ops.h"
-#include "quant/quant.h"
 
 namespace minfer::kv {
 namespace {
@@ -222,47 +220,22 @@ void KvCache::seq_keep(SeqId seq) {
   }
 }
 
-Status KvCache::seq_add(SeqId seq, int32_t p0, int32_t p1, int32_t delta, const RopeParams& rope) {
-  if (delta == 0) return {};
-  if (rope.n_head_kv * rope.head_dim != config_.row_elems || rope.n_rot <= 0 || rope.n_rot > rope.head_dim ||
-      (!rope.freq_factors.empty() && rope.freq_factors.size() != static_cast<size_t>(rope.n_rot / 2)) ||
-      (!rope.swa_layers.empty() && rope.swa_layers.size() != views_.size())) {
-    return invalid_argument("KV shift: rope parameters do not match the cache rows");
-  }
-  std::vector<size_t> moved;
+Result<std::vector<int32_t>> KvCache::shift_cells(SeqId seq, int32_t p0, int32_t p1, int32_t delta) const {
+  if (seq < 0 || seq >= kMaxSequences) return invalid_argument("KV shift: sequence {} out of range", seq);
+  std::vector<int32_t> moved;
   for (size_t i = 0; i < cells_.size(); ++i) {
     const Cell& c = cells_[i];
     if (!(c.seqs & bit(seq)) || c.pos < p0 || (p1 >= 0 && c.pos >= p1)) continue;
     if (c.seqs != bit(seq)) return invalid_argument("KV shift: cell {} is shared with another sequence", i);
     if (c.pos + delta < 0) return invalid_argument("KV shift: position {} + {} would be negative", c.pos, delta);
-    moved.push_back(i);
+    moved.push_back(static_cast<int32_t>(i));
   }
-  std::vector<float> row(static_cast<size_t>(config_.row_elems));
-  std::vector<uint8_t> bytes(views_.empty() ? 0 : views_[0].row_bytes);
-  const backend::cpu::RopeSpec global{rope.n_rot, rope.freq_base, rope.freq_scale, rope.neox,
-                                      rope.freq_factors.empty() ? nullptr : rope.freq_factors.data()};
-  backend::cpu::RopeSpec swa = global;
-  swa.freq_base = rope.freq_base_swa;
-  swa.freq_scale = rope.freq_scale_swa;
-  // Row by row through read_row/write_row, so a device layer is re-rotated on the host (seq_add is rare:
-  // a context shift). A device error leaves positions unchanged; rows already written are then stale.
-  for (size_t l = 0; l < views_.size(); ++l) {
-    const backend::KvLayerView& view = views_[l];
-    const backend::cpu::RopeSpec& spec = !rope.swa_layers.empty() && rope.swa_layers[l] ? swa : global;
-    for (size_t cell : moved) {
-      MINFER_RETURN_IF_ERROR(read_row(static_cast<int32_t>(l), false, static_cast<int32_t>(cell), bytes.data()));
-      quant::dequantize_row(view.type, bytes.data(), row.data(), view.row_elems);
-      backend::cpu::rope_token(row.data(), rope.head_dim, rope.n_head_kv, delta, spec, row.data());
-      if (view.type == DType::F32) {
-        std::memcpy(bytes.data(), row.data(), row.size() * sizeof(float));
-      } else {
-        quant::quantize_row(view.type, row.data(), bytes.data(), view.row_elems);
-      }
-      MINFER_RETURN_IF_ERROR(write_row(static_cast<int32_t>(l), false, static_cast<int32_t>(cell), bytes.data()));
-    }
-  }
-  for (size_t cell : moved) cells_[cell].pos += delta;
-  return {};
+  if (delta == 0) moved.clear();
+  return moved;
+}
+
+void KvCache::add_positions(std::span<const int32_t> cells, int32_t delta) {
+  for (int32_t cell : cells) cells_[static_cast<size_t>(cell)].pos += delta;
 }
 
 void KvCache::clear() {

@@ -31,22 +31,6 @@ struct KvConfig {
   DType type = DType::F16;
 };
 
-// Rotary parameters needed to re-rotate K when positions shift.
-struct RopeParams {
-  int32_t head_dim = 0;
-  int32_t n_head_kv = 0;
-  int32_t n_rot = 0;
-  float freq_base = 10000.0f;
-  bool neox = true;                     // false: llama's normal pairing (2i, 2i + 1)
-  float freq_scale = 1.0f;              // 1 / rope.scaling.factor (linear)
-  std::vector<float> freq_factors;      // empty, or n_rot/2 divisors (llama3 rope_freqs.weight)
-  // Layers rotated with their own base and scale (gemma3's sliding-window layers, as llama.cpp's
-  // rope_freq_base_train_swa): swa_layers[l] true; empty: every layer uses freq_base / freq_scale.
-  std::vector<bool> swa_layers;
-  float freq_base_swa = 10000.0f;
-  float freq_scale_swa = 1.0f;
-};
-
 // Bytes of one cell row, or nullopt when row_elems does not fit the type's blocks.
 std::optional<size_t> row_bytes_of(const KvConfig& config);
 // Element types the cache may hold: f32, f16, q8_0 (`--cache-type`).
@@ -90,9 +74,13 @@ class KvCache {
   void seq_cp(SeqId src, SeqId dst, int32_t p0, int32_t p1);
   // Drops every sequence but `seq`.
   void seq_keep(SeqId seq);
-  // Adds `delta` to positions [p0, p1) of `seq` and re-rotates their K rows accordingly. Cells shared with
-  // another sequence are refused (their K would be wrong for the other owner).
-  Status seq_add(SeqId seq, int32_t p0, int32_t p1, int32_t delta, const RopeParams& rope);
+  // A context shift in two steps, around the K-shift graph that re-rotates the keys where each layer's cells
+  // live (engine::Engine::seq_add runs it; this layer never computes). shift_cells: the cells of `seq` with
+  // positions in [p0, p1) (p1 < 0: to the end), refusing a cell shared with another sequence (its K would
+  // be wrong for the other owner) or a position that would become negative. add_positions: moves those
+  // cells' positions by delta, once their keys are rotated.
+  Result<std::vector<int32_t>> shift_cells(SeqId seq, int32_t p0, int32_t p1, int32_t delta) const;
+  void add_positions(std::span<const int32_t> cells, int32_t delta);
   void clear();
 
   // The cells of `seq` as (position, cell), sorted by position.

@@ -56,6 +56,11 @@ class Model {
   const std::vector<backend::WeightSource>& weights() const { return weights_; }
   // Deterministic in `params` (the reuse invariant). Pure: no computation, no I/O.
   virtual Result<graph::Graph> build_graph(const graph::GraphParams& params) const = 0;
+  // The K-shift graph for params.kv_shift (llama.cpp's build_graph_shift): every layer's K rows of the batch's
+  // store cells, rotated by each cell's position delta (the batch's positions) as the forward graph rotated
+  // them, and stored back. The default (models/common/decoder.cpp) rotates as the shared decoder does: the
+  // rope pairing and scale, llama3 frequency factors, the sliding layers' own base and scale.
+  virtual Result<graph::Graph> build_kv_shift_graph(const graph::GraphParams& params) const;
 
  protected:
   HParams hparams_;

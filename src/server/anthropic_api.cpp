@@ -402,7 +402,7 @@ struct ThinkingBudget {
     (*handle)->cancel();
     spent = true;
     static constexpr char kClose[] = "\n</think>\n\n";
-    const std::vector<int32_t> ids = tok.encode(kClose, /*parse_special=*/true);
+    const std::vector<int32_t> ids = tok.encode(kClose, /*add_special=*/false, /*parse_special=*/true);
     const int32_t generated = static_cast<int32_t>(g.tokens.size());
     g.forced(kClose, ids);
     extra_completion = generated + static_cast<int32_t>(ids.size());

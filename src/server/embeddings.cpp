@@ -26,11 +26,7 @@ HttpResponse json_reply(int status, const json& body) {
 // Text as llama-server tokenizes an embeddings input: special tokens parsed, BOS/EOS added when the
 // model's tokenizer asks for them.
 std::vector<int32_t> tokenize_input(const tokenizer::Tokenizer& tok, const std::string& text) {
-  std::vector<int32_t> ids;
-  if (tok.add_bos() && tok.bos() >= 0) ids.push_back(tok.bos());
-  tok.encode(text, /*parse_special=*/true, ids);
-  if (tok.add_eos() && tok.eos() >= 0) ids.push_back(tok.eos());
-  return ids;
+  return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
 }
 
 bool is_token_array(const json& v) {

@@ -672,10 +672,6 @@ json response_object(const std::string& id, int64_t created, const std::string& 
   return r;
 }
 
-std::string token_text_or_empty(const tokenizer::Tokenizer& tok, int32_t id) {
-  return id >= 0 && id < tok.n_vocab() ? std::string(tok.token_bytes(id)) : std::string();
-}
-
 // A chat-route error renamed to the Responses field it came from.
 ApiError rename_param(ApiError e) {
   if (e.param == "messages") e.param = "input";
@@ -718,13 +714,12 @@ HttpResponse Server::responses_create(const HttpRequest& req, const std::functio
   // The prompt, exactly as the chat route renders it.
   const tokenizer::Tokenizer& tok = engine.tokenizer();
   chat::ChatInputs in = r.chat;
-  if (!in.extra.contains("bos_token")) in.extra["bos_token"] = token_text_or_empty(tok, tok.bos());
-  if (!in.extra.contains("eos_token")) in.extra["eos_token"] = token_text_or_empty(tok, tok.eos());
+  if (!in.extra.contains("bos_token")) in.extra["bos_token"] = tok.bos_text();
+  if (!in.extra.contains("eos_token")) in.extra["eos_token"] = tok.eos_text();
   auto text = lease->chat_template().render(in);
   if (!text.ok()) return error_response(bad_request("chat template: " + text.status().message(), "input"));
   const bool starts_in_think = options_.reasoning && prompt_opens_think(*text);
-  std::vector<int32_t> prompt = tok.encode(*text, /*parse_special=*/true);
-  if (tok.add_bos() && tok.bos() >= 0) prompt.insert(prompt.begin(), tok.bos());
+  std::vector<int32_t> prompt = tok.encode_chat(*text);
   if (static_cast<int64_t>(prompt.size()) >= engine.n_ctx())
     return error_response(
         bad_request(fmt::format("the input has {} tokens but the context holds {} (at most {} for an input "

@@ -239,13 +239,12 @@ std::optional<ApiError> Server::render_chat_prompt(const ModelLease& model, cons
                                                    bool* starts_in_think) const {
   const tokenizer::Tokenizer& tok = model.engine().tokenizer();
   chat::ChatInputs in = inputs;
-  if (!in.extra.contains("bos_token")) in.extra["bos_token"] = token_text_or_empty(tok, tok.bos());
-  if (!in.extra.contains("eos_token")) in.extra["eos_token"] = token_text_or_empty(tok, tok.eos());
+  if (!in.extra.contains("bos_token")) in.extra["bos_token"] = tok.bos_text();
+  if (!in.extra.contains("eos_token")) in.extra["eos_token"] = tok.eos_text();
   auto text = model.chat_template().render(in);
   if (!text.ok()) return bad_request("chat template: " + text.status().message(), field);
   *starts_in_think = options_.reasoning && prompt_opens_think(*text);
-  *prompt = tok.encode(*text, /*parse_special=*/true);
-  if (tok.add_bos() && tok.bos() >= 0) prompt->insert(prompt->begin(), tok.bos());
+  *prompt = tok.encode_chat(*text);
   return {};
 }
 
@@ -295,8 +294,7 @@ HttpResponse Server::tokenize(const HttpRequest& req, const std::function<bool()
   auto model = lease_for(req.body, client_alive, &error);
   if (!model) return error_response(error);
   const tokenizer::Tokenizer& tok = model->engine().tokenizer();
-  std::vector<int32_t> ids = tok.encode(b["content"].get<std::string>(), parse_special);
-  if (add_special && tok.add_bos() && tok.bos() >= 0) ids.insert(ids.begin(), tok.bos());
+  std::vector<int32_t> ids = tok.encode(b["content"].get<std::string>(), add_special, parse_special);
   json tokens = json::array();
   for (int32_t id : ids) {
     if (with_pieces) {
@@ -359,8 +357,7 @@ HttpResponse Server::completions(const HttpRequest& req, bool chat,
   } else if (r.prompt_is_tokens) {
     prompt = r.prompt_tokens;
   } else {
-    prompt = tok.encode(r.prompt_text, /*parse_special=*/true);
-    if (tok.add_bos() && tok.bos() >= 0) prompt.insert(prompt.begin(), tok.bos());
+    prompt = tok.encode(r.prompt_text, /*add_special=*/true, /*parse_special=*/true);
   }
   if (prompt.empty()) return error_response(bad_request("the prompt is empty", chat ? "messages" : "prompt"));
   if (static_cast<int64_t>(prompt.size()) >= engine.n_ctx())

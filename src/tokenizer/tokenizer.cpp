@@ -189,13 +189,45 @@ Result<Tokenizer> Tokenizer::from_spec(const VocabSpec& spec) {
   return Tokenizer(std::make_shared<const Vocab>(std::move(vocab)));
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
   std::vector<int32_t> out;
-  encode(text, parse_special, out);
+  encode(text, add_special, parse_special, out);
   return out;
 }
 
-void Tokenizer::encode(std::string_view text, bool parse_special, std::vector<int32_t>& out) const {
+void Tokenizer::encode(std::string_view text, bool add_special, bool parse_special,
+                       std::vector<int32_t>& out) const {
+  // llama.cpp's llama_tokenize: BOS before the text and EOS after it, each only where the vocabulary asks
+  // for it (an empty text still gets them: tokenizers' encode('', add_special_tokens=True)).
+  const SpecialIds& ids = vocab_->special_ids();
+  if (add_special && vocab_->add_bos() && ids.bos >= 0) out.push_back(ids.bos);
+  encode_fragments(text, parse_special, out);
+  if (add_special && vocab_->add_eos() && ids.eos >= 0) out.push_back(ids.eos);
+}
+
+std::string Tokenizer::bos_text() const {
+  const int32_t id = vocab_->special_ids().bos;
+  return id >= 0 && id < n_vocab() ? std::string(vocab_->text(id)) : std::string();
+}
+
+std::string Tokenizer::eos_text() const {
+  const int32_t id = vocab_->special_ids().eos;
+  return id >= 0 && id < n_vocab() ? std::string(vocab_->text(id)) : std::string();
+}
+
+std::vector<int32_t> Tokenizer::encode_chat(std::string_view rendered) const {
+  // llama.cpp's common_chat_template apply: a template that writes {{ bos_token }} itself would get a second
+  // BOS from add_special, so the text loses a leading BOS text (and a trailing EOS text) that encode adds.
+  const std::string bos = bos_text(), eos = eos_text();
+  const SpecialIds& ids = vocab_->special_ids();
+  if (vocab_->add_bos() && ids.bos >= 0 && !bos.empty() && rendered.starts_with(bos))
+    rendered.remove_prefix(bos.size());
+  if (vocab_->add_eos() && ids.eos >= 0 && !eos.empty() && rendered.ends_with(eos))
+    rendered.remove_suffix(eos.size());
+  return encode(rendered, /*add_special=*/true, /*parse_special=*/true);
+}
+
+void Tokenizer::encode_fragments(std::string_view text, bool parse_special, std::vector<int32_t>& out) const {
   if (text.empty()) return;
   out.reserve(out.size() + text.size() / 3);
   std::vector<Fragment> fragments{{-1, 0, text.size()}};

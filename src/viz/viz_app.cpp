@@ -158,8 +158,7 @@ HttpResponse VizApp::start_run(const HttpRequest& req) {
     n_predict = static_cast<int32_t>(n);
   }
   const tokenizer::Tokenizer& tok = engine_.tokenizer();
-  std::vector<int32_t> ids = tok.encode(prompt, /*parse_special=*/true);
-  if (tok.add_bos() && tok.bos() >= 0) ids.insert(ids.begin(), tok.bos());
+  std::vector<int32_t> ids = tok.encode(prompt, /*add_special=*/true, /*parse_special=*/true);
   if (ids.empty()) return error_response(400, "the prompt is empty");
   if (static_cast<int64_t>(ids.size()) >= engine_.n_ctx()) {
     return error_response(

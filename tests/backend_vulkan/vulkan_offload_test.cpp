@@ -19,6 +19,7 @@
 #include "common/fixtures.h"
 #include "engine/engine.h"
 #include "engine/tiny_model.h"
+#include "quant/quant.h"
 
 namespace minfer::backend::test {
 namespace {
@@ -209,11 +210,9 @@ TEST(VulkanOffload, SequencesAndAContextShiftMatchTheCpu) {
     if (!r.ok()) return out;
     out.push_back(*r);
     // Drop positions 1..2 of sequence 0 and move 3..5 down by 2, as --cnv's context shift does.
-    kv::KvCache& kv = (*e)->kv();
-    kv.seq_rm(0, 1, 3);
-    const models::HParams& hp = (*e)->hparams();
-    kv::RopeParams rope{hp.head_dim, hp.n_head_kv, hp.n_rot, hp.rope_freq_base};
-    EXPECT_TRUE(kv.seq_add(0, 3, -1, -2, rope).ok());
+    (*e)->kv().seq_rm(0, 1, 3);
+    const Status shifted = (*e)->seq_add(0, 3, -1, -2);
+    EXPECT_TRUE(shifted.ok()) << shifted.message();
     b.clear();
     const int32_t half = static_cast<int32_t>(r->size() / 2);
     b.add(argmax(std::vector<float>(r->begin(), r->begin() + half)), 4, 0, true);
@@ -242,6 +241,89 @@ TEST(VulkanOffload, SequencesAndAContextShiftMatchTheCpu) {
 }
 
 // The default on a CPU-type device: nothing is offloaded unless the device is named.
+// The context shift (Engine::seq_add) with every layer's cells in device memory runs as the model's K-shift
+// graph on the device, and leaves the keys the CPU's shift leaves. Qwen2 (NEOX pairs): kv_rows, rope and
+// kv_store all run on the device, in one split. Llama (normal pairs, which rope.comp lacks): the rope runs on
+// the CPU between the device's kv_rows and kv_store, the scheduler copying the rows across. Tolerances: the
+// keys come from each backend's own forward pass (f32 weights: equal to a few f32 ulps) and the rotation's
+// sin/cos are the shader's polynomials against the C library's (a few ulps more), so 1e-5 absolute on keys
+// of magnitude <= 8 in an f32 cache (measured: at most 0.2 of it); an f16 cache stores those results
+// rounded, and a last-bit difference may round to the neighbouring f16 (2^-10 relative; measured: equal).
+TEST(VulkanOffload, AContextShiftRunsOnTheDeviceAndEqualsTheCpus) {
+  MINFER_VK_DEVICE_OR_SKIP(device);
+  for (const char* preset : {"tiny-qwen2", "tiny-llama"}) {
+    const std::string path = minfer::test::write_tiny_model(preset, DType::F32, 7);
+    for (DType cache : {DType::F32, DType::F16}) {
+      SCOPED_TRACE(fmt::format("{} {} cache", preset, dtype_name(cache)));
+      auto load = [&](std::vector<std::string> backends, int dev, int32_t layers) {
+        engine::EngineOptions o = vulkan_engine_options(dev, layers, std::move(backends));
+        o.cache_type = cache;
+        auto e = engine::Engine::load(path, o);
+        EXPECT_TRUE(e.ok()) << e.status().message();
+        return e.ok() ? std::move(*e) : nullptr;
+      };
+      auto cpu = load({"cpu"}, -1, engine::kGpuLayersDefault);
+      auto gpu = load({"vulkan"}, device, engine::kGpuLayersAll);
+      ASSERT_TRUE(cpu && gpu);
+      ASSERT_EQ(gpu->kv().bytes_on(*gpu->backends()[0]), gpu->kv().bytes());  // every layer's cells on the device
+      const std::vector<int32_t> prompt = minfer::test::prompt_of(9, 3);
+      for (engine::Engine* e : {cpu.get(), gpu.get()}) {
+        engine::Batch b;
+        for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], static_cast<int32_t>(i), 0, i + 1 == prompt.size());
+        ASSERT_TRUE(e->decode(b).ok());
+        e->kv().seq_rm(0, 2, 5);  // drop positions 2..4 and move 5..8 down to 2..5
+        const Status st = e->seq_add(0, 5, -1, -3);
+        ASSERT_TRUE(st.ok()) << st.message();
+      }
+      // The shift's plan (4 cells) ran where the cells live.
+      auto plan = gpu->plan_for(graph::GraphParams{4, 0, false, true});
+      ASSERT_TRUE(plan.ok()) << plan.status().message();
+      for (const graph::Node& n : (*plan)->graph.nodes) {
+        if (n.op == graph::OpKind::kKvRows || n.op == graph::OpKind::kKvStore) {
+          EXPECT_EQ(gpu->backends()[static_cast<size_t>(n.backend)]->name(), "Vulkan") << n.name;
+        }
+        if (n.op == graph::OpKind::kRope) {
+          EXPECT_EQ(gpu->backends()[static_cast<size_t>(n.backend)]->name(),
+                    std::string(preset) == "tiny-qwen2" ? "Vulkan" : "CPU")
+              << n.name;
+        }
+      }
+      if (std::string(preset) == "tiny-qwen2") {  // one device split: the deltas (a host input) copied in once
+        size_t device_splits = 0;
+        for (const auto& split : (*plan)->splits) device_splits += gpu->backends()[static_cast<size_t>(split.backend)]->name() == "Vulkan";
+        EXPECT_EQ(device_splits, 1u);
+      }
+      // The keys of every layer, cell by cell (both engines placed the prompt in the same cells).
+      const auto cells = cpu->kv().seq_cells(0);
+      ASSERT_EQ(cells, gpu->kv().seq_cells(0));
+      const size_t row = cpu->kv().views()[0].row_bytes;
+      const int64_t n_el = cpu->kv().views()[0].row_elems;
+      std::vector<uint8_t> a(row), b(row);
+      std::vector<float> fa(static_cast<size_t>(n_el)), fb(static_cast<size_t>(n_el));
+      double worst = 0;
+      for (int32_t l = 0; l < cpu->hparams().n_layer; ++l) {
+        for (const auto& [pos, cell] : cells) {
+          ASSERT_TRUE(cpu->kv().read_row(l, false, cell, a.data()).ok());
+          ASSERT_TRUE(gpu->kv().read_row(l, false, cell, b.data()).ok());
+          quant::dequantize_row(cache, a.data(), fa.data(), n_el);
+          quant::dequantize_row(cache, b.data(), fb.data(), n_el);
+          for (int64_t i = 0; i < n_el; ++i) {
+            const double x = fa[static_cast<size_t>(i)], y = fb[static_cast<size_t>(i)];
+            const double tol = cache == DType::F32 ? 1e-5 : std::ldexp(std::max(std::abs(x), 1e-3), -10);
+            worst = std::max(worst, std::abs(x - y) / tol);
+          }
+        }
+      }
+      fmt::print("{} {} cache: K shift on the device vs the CPU, largest key difference {:.3g} of its tolerance\n",
+                 preset, dtype_name(cache), worst);
+      EXPECT_LE(worst, 1.0) << "the largest key difference, in units of its tolerance";
+      // Both moved the positions.
+      ASSERT_EQ(cpu->kv().seq_pos_max(0), 5);
+      ASSERT_EQ(gpu->kv().seq_pos_max(0), 5);
+    }
+  }
+}
+
 TEST(VulkanOffload, ACpuTypeDeviceIsUsedOnlyWhenNamed) {
   MINFER_VK_DEVICE_OR_SKIP(device);
   auto devices = vk::enumerate_devices();

@@ -113,6 +113,49 @@ TEST(LlamaModel, PrefillChunksAndTokenByTokenAreBitwiseEqual) {
   EXPECT_EQ(stepwise, ref);
 }
 
+// The context shift on llama's normal pairing (2i, 2i + 1): a sequence prefilled at positions 20.. and shifted
+// down to 0.. has the keys of a prefill at 0.., so the next token's logits match, to the f32 re-rotation's
+// rounding (a rotation by 20 then by -20 instead of none: ~1e-6 relative on each key, ~1e-4 on a logit).
+// The control moves the positions without rotating the keys, which the test must tell apart.
+TEST(LlamaModel, AContextShiftEqualsAPrefillAtTheShiftedPositions) {
+  const std::string path = test::write_tiny_model("tiny-llama");
+  const auto toks = tokens();
+  enum class Shift { kNone, kRotate, kPositionsOnly };
+  auto run = [&](int32_t first_pos, Shift shift) {
+    auto e = load(path);
+    EXPECT_TRUE(e.ok());
+    if (!e.ok()) return std::vector<float>();
+    Batch b;
+    for (size_t i = 0; i + 1 < toks.size(); ++i)
+      b.add(toks[i], first_pos + static_cast<int32_t>(i), 0, i + 2 == toks.size());
+    EXPECT_TRUE((*e)->decode(b).ok());
+    if (shift == Shift::kRotate) {
+      const Status st = (*e)->seq_add(0, 0, -1, -first_pos);
+      EXPECT_TRUE(st.ok()) << st.message();
+    } else if (shift == Shift::kPositionsOnly) {
+      auto cells = (*e)->kv().shift_cells(0, 0, -1, -first_pos);
+      EXPECT_TRUE(cells.ok());
+      if (cells.ok()) (*e)->kv().add_positions(*cells, -first_pos);
+    }
+    b.clear();
+    b.add(toks.back(), static_cast<int32_t>(toks.size()) - 1, 0, true);
+    auto r = (*e)->decode(b);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : std::vector<float>();
+  };
+  const std::vector<float> want = run(0, Shift::kNone), got = run(20, Shift::kRotate),
+                           unrotated = run(20, Shift::kPositionsOnly);
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_EQ(unrotated.size(), want.size());
+  double d = 0, u = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    d = std::max(d, static_cast<double>(std::abs(got[i] - want[i])));
+    u = std::max(u, static_cast<double>(std::abs(unrotated[i] - want[i])));
+  }
+  EXPECT_LT(d, 1e-3);
+  EXPECT_GT(u, 1e-2);
+}
+
 TEST(LlamaModel, RefusesWhatItDoesNotRun) {
   auto yarn = load(rewrite("yarn", {{"llama.rope.scaling.type", gguf::Value::string("yarn")}}));
   ASSERT_FALSE(yarn.ok());

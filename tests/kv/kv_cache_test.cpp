@@ -64,67 +64,25 @@ TEST(KvCache, RemoveCopyKeep) {
   EXPECT_EQ(kv->sharing().sequences, 0);
 }
 
-TEST(KvCache, ShiftReRotatesKeys) {
-  for (DType type : {DType::F32, DType::F16}) {
-    auto kv = make(4, type);
-    auto cells = kv->allocate(std::vector<SeqId>{0, 0}, std::vector<int32_t>{0, 1});
-    ASSERT_TRUE(cells.ok());
-    // A K row whose first head has 1 in dim 0: rotating by delta moves it to (cos, sin) of delta * theta_0 = delta.
-    std::vector<float> row(64, 0.0f);
-    row[0] = 1.0f;
-    const auto& view = kv->views()[0];
-    auto* k = static_cast<uint8_t*>(view.k) + static_cast<size_t>((*cells)[1]) * view.row_bytes;
-    if (type == DType::F32) {
-      std::memcpy(k, row.data(), 64 * sizeof(float));
-    } else {
-      auto* h = reinterpret_cast<uint16_t*>(k);
-      for (int i = 0; i < 64; ++i) h[i] = row[static_cast<size_t>(i)] == 1.0f ? 0x3c00 : 0;
-    }
-    RopeParams rope{32, 2, 32, 10000.0f};
-    ASSERT_TRUE(kv->seq_add(0, 1, -1, 3, rope).ok());
-    EXPECT_EQ(kv->seq_pos_max(0), 4);
-    float x0, x1;
-    if (type == DType::F32) {
-      x0 = reinterpret_cast<float*>(k)[0];
-      x1 = reinterpret_cast<float*>(k)[16];
-    } else {
-      x0 = fp16_to_fp32(reinterpret_cast<uint16_t*>(k)[0]);
-      x1 = fp16_to_fp32(reinterpret_cast<uint16_t*>(k)[16]);
-    }
-    const float tol = type == DType::F32 ? 1e-6f : 1e-3f;  // f16 storage rounds to 11 bits
-    EXPECT_NEAR(x0, std::cos(3.0f), tol);
-    EXPECT_NEAR(x1, std::sin(3.0f), tol);
-    kv->seq_cp(0, 1, 0, -1);
-    EXPECT_FALSE(kv->seq_add(0, 0, -1, 1, rope).ok());  // shared cells cannot be shifted for one owner
-  }
-}
-
-// llama's normal pairing with llama3 frequency factors: dims 0 and 1 rotate together, pair 1 (dims 2, 3) by
-// delta * base^(-2/32) * freq_scale / factor_1.
-TEST(KvCache, ShiftReRotatesKeysWithNormalPairsAndFactors) {
-  auto kv = make(4, DType::F32);
-  auto cells = kv->allocate(std::vector<SeqId>{0}, std::vector<int32_t>{0});
+// A context shift's bookkeeping: which cells move, what is refused, positions moved only when asked (the
+// keys are re-rotated in between by the engine's K-shift graph, tests/engine and tests/backend_vulkan).
+TEST(KvCache, ShiftCellsPicksTheRangeAndRefusesWhatCannotMove) {
+  auto kv = make(8);
+  auto cells = kv->allocate(std::vector<SeqId>{0, 0, 0, 1}, std::vector<int32_t>{0, 1, 2, 0});
   ASSERT_TRUE(cells.ok());
-  std::vector<float> row(64, 0.0f);
-  row[0] = 1.0f;
-  row[2] = 1.0f;
-  auto* k = reinterpret_cast<float*>(static_cast<uint8_t*>(kv->views()[0].k) +
-                                     static_cast<size_t>((*cells)[0]) * kv->views()[0].row_bytes);
-  std::memcpy(k, row.data(), 64 * sizeof(float));
-  RopeParams rope{32, 2, 32, 10000.0f};
-  rope.neox = false;
-  rope.freq_scale = 0.5f;
-  rope.freq_factors.assign(16, 1.0f);
-  rope.freq_factors[1] = 4.0f;
-  ASSERT_TRUE(kv->seq_add(0, 0, -1, 3, rope).ok());
-  const float theta1 = 0.5f * (3.0f * std::pow(10000.0f, -2.0f / 32.0f) / 4.0f);
-  EXPECT_NEAR(k[0], std::cos(1.5f), 1e-6f);
-  EXPECT_NEAR(k[1], std::sin(1.5f), 1e-6f);
-  EXPECT_NEAR(k[2], std::cos(theta1), 1e-6f);
-  EXPECT_NEAR(k[3], std::sin(theta1), 1e-6f);
-  EXPECT_EQ(k[16], 0.0f);  // NEOX would have written the partner of dim 0 here
-  rope.freq_factors.resize(3);
-  EXPECT_FALSE(kv->seq_add(0, 0, -1, 1, rope).ok());  // factors must cover n_rot / 2 pairs
+  auto moved = kv->shift_cells(0, 1, -1, 3);
+  ASSERT_TRUE(moved.ok());
+  EXPECT_EQ(*moved, (std::vector<int32_t>{(*cells)[1], (*cells)[2]}));
+  EXPECT_EQ(kv->seq_pos_max(0), 2);  // nothing moves until add_positions
+  kv->add_positions(*moved, 3);
+  EXPECT_EQ(kv->seq_pos_max(0), 5);
+  EXPECT_EQ(kv->seq_pos_min(0), 0);
+  EXPECT_EQ(kv->seq_pos_max(1), 0);
+  EXPECT_TRUE(kv->shift_cells(0, 0, -1, 0)->empty());    // delta 0: nothing to rotate
+  EXPECT_FALSE(kv->shift_cells(0, 0, -1, -1).ok());      // position 0 - 1 would be negative
+  EXPECT_FALSE(kv->shift_cells(kMaxSequences, 0, -1, 1).ok());
+  kv->seq_cp(0, 1, 0, -1);
+  EXPECT_FALSE(kv->shift_cells(0, 0, -1, 1).ok());  // shared cells cannot be shifted for one owner
 }
 
 TEST(KvCache, RefusesUnsupportedTypes) {

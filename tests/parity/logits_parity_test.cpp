@@ -94,7 +94,7 @@ TEST_P(LogitsParity, PromptIdsLogitsAndGreedyMatchLlamaCpp) {
     const std::string name = ref["prompt_name"];
     SCOPED_TRACE(c.model + "/" + c.setting + "/" + name);
     const std::vector<int32_t> want_ids = ref["prompt_ids"];
-    const std::vector<int32_t> ids = e.tokenizer().encode(ref["prompt_text"].get<std::string>(), true);
+    const std::vector<int32_t> ids = e.tokenizer().encode(ref["prompt_text"].get<std::string>(), /*add_special=*/false, true);
     ASSERT_EQ(ids, want_ids);
 
     e.kv().clear();

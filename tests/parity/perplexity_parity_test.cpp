@@ -1,7 +1,7 @@
 // Perplexity and KL divergence against llama.cpp on the shared fixture models: the reference numbers in
 // tests/parity/perplexity/refs.json were computed by make_refs.py (the command is in its header) from the
 // llama.cpp peer's per-token log-softmax, with llama-perplexity's definitions, on text.txt with n_ctx 128.
-// Here the same chunks run through engine/perplexity (evaluate_chunks, token_nll, the 16-bit base rows,
+// Here the same chunks run through apps/perplexity (evaluate_chunks, token_nll, the 16-bit base rows,
 // KldSums) and every scored token's NLL, the PPL and the KLD statistics are compared with them.
 #include <cmath>
 #include <fstream>
@@ -11,10 +11,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/perplexity.h"
+#include "apps/perplexity_base_file.h"
 #include "common/fixtures.h"
 #include "engine/engine.h"
-#include "engine/perplexity.h"
-#include "engine/perplexity_base_file.h"
 
 namespace minfer {
 namespace {
@@ -53,17 +53,17 @@ struct Scored {
   std::vector<std::vector<uint8_t>> rows;  // encoded base rows, when asked
 };
 
-struct Sink : engine::RowSink {
+struct Sink : apps::RowSink {
   int32_t n_vocab = 0;
   bool encode = false;
   const std::vector<std::vector<uint8_t>>* base = nullptr;
   Scored out;
-  engine::KldSums kld;
+  apps::KldSums kld;
   Status on_row(int32_t, int32_t, const float* logits, int32_t target) override {
-    out.nll.push_back(engine::token_nll(logits, n_vocab, target));
+    out.nll.push_back(apps::token_nll(logits, n_vocab, target));
     if (encode) {
-      out.rows.emplace_back(engine::base_row_bytes(n_vocab));
-      engine::encode_base_row(logits, n_vocab, target, out.rows.back().data());
+      out.rows.emplace_back(apps::base_row_bytes(n_vocab));
+      apps::encode_base_row(logits, n_vocab, target, out.rows.back().data());
     }
     if (base != nullptr) kld.add(logits, n_vocab, (*base)[out.nll.size() - 1].data(), target);
     return {};
@@ -103,9 +103,9 @@ TEST(PerplexityParity, PplAndKldEqualLlamaCppsOnTheFixtureModels) {
     ASSERT_TRUE(e);
     const tokenizer::Tokenizer& tok = e->tokenizer();
     ASSERT_FALSE(tok.add_bos());  // the fixture vocabularies add no BOS, as llama.cpp also sees them
-    const std::vector<int32_t> ids = tok.encode(body, /*parse_special=*/false);
+    const std::vector<int32_t> ids = tok.encode(body, /*add_special=*/false, /*parse_special=*/false);
     ASSERT_EQ(ids, m.at("tokens").get<std::vector<int32_t>>()) << "tokenization differs from llama.cpp's";
-    auto plan = engine::plan_chunks(static_cast<int64_t>(ids.size()), n_ctx, -1);
+    auto plan = apps::plan_chunks(static_cast<int64_t>(ids.size()), n_ctx, -1);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     ASSERT_EQ(plan->n_chunk, m.at("n_chunk").get<int32_t>());
 
@@ -113,8 +113,8 @@ TEST(PerplexityParity, PplAndKldEqualLlamaCppsOnTheFixtureModels) {
     sink.n_vocab = e->n_vocab();
     sink.encode = name == base_name;
     if (m.contains("kld_vs_base")) sink.base = &scored.at(base_name).rows;
-    engine::EvalOptions eval;  // one chunk per forward, like the peer's one-batch evaluation
-    ASSERT_TRUE(engine::evaluate_chunks(*e, ids, *plan, eval, sink).ok());
+    apps::EvalOptions eval;  // one chunk per forward, like the peer's one-batch evaluation
+    ASSERT_TRUE(apps::evaluate_chunks(*e, ids, *plan, eval, sink).ok());
 
     const std::vector<double> want_nll = m.at("nll");
     ASSERT_EQ(sink.out.nll.size(), want_nll.size());
@@ -125,7 +125,7 @@ TEST(PerplexityParity, PplAndKldEqualLlamaCppsOnTheFixtureModels) {
     EXPECT_LE(worst, tol) << "max |NLL - llama.cpp's| over " << want_nll.size() << " tokens";
     report(name + " max token NLL diff", worst, 0);
 
-    engine::NllSums sums;
+    apps::NllSums sums;
     const std::vector<double> running = m.at("running_ppl");
     for (size_t i = 0; i < sink.out.nll.size(); ++i) {
       sums.add(sink.out.nll[i]);
@@ -142,7 +142,7 @@ TEST(PerplexityParity, PplAndKldEqualLlamaCppsOnTheFixtureModels) {
 
     if (m.contains("kld_vs_base")) {
       const json& k = m.at("kld_vs_base");
-      const engine::KldStats st = engine::kld_stats(sink.kld);
+      const apps::KldStats st = apps::kld_stats(sink.kld);
       ASSERT_EQ(st.count, k.at("count").get<int64_t>());
       // KLD = sum_i p_base (ln p_base - ln q): a log-probability difference on either side moves it by at
       // most that difference (p_base sums to <= 1), so both models' tolerances add up.
@@ -172,27 +172,27 @@ TEST(PerplexityParity, ABaseFileFromAnotherVocabularyOfTheSameSizeIsRefused) {
   auto qwen2 = load("qwen2-mini-f32", 128);
   ASSERT_TRUE(qwen3 && qwen2);
   ASSERT_EQ(qwen3->n_vocab(), qwen2->n_vocab());
-  engine::KldBaseInfo info;
+  apps::KldBaseInfo info;
   info.n_ctx = 8;
   info.n_vocab = qwen3->n_vocab();
   info.n_chunk = 1;
   info.n_scored = 3;
-  info.vocab_hash = engine::vocab_hash(qwen3->tokenizer());
+  info.vocab_hash = apps::vocab_hash(qwen3->tokenizer());
   info.tokens.assign(8, 1);
   const std::string path = test::temp_dir() + "/qwen3.kld";
-  auto w = engine::KldBaseWriter::create(path, info);
+  auto w = apps::KldBaseWriter::create(path, info);
   ASSERT_TRUE(w.ok());
-  ASSERT_TRUE(w->write_chunk(std::vector<uint8_t>(3 * engine::base_row_bytes(info.n_vocab))).ok());
+  ASSERT_TRUE(w->write_chunk(std::vector<uint8_t>(3 * apps::base_row_bytes(info.n_vocab))).ok());
   ASSERT_TRUE(w->finish().ok());
-  auto r = engine::KldBaseReader::open(path);
+  auto r = apps::KldBaseReader::open(path);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->check({.n_vocab = qwen3->n_vocab(),
-                        .vocab_hash = engine::vocab_hash(qwen3->tokenizer()),
+                        .vocab_hash = apps::vocab_hash(qwen3->tokenizer()),
                         .n_ctx = {},
                         .text_hash = {}})
                   .ok());
   const Status refused = r->check({.n_vocab = qwen2->n_vocab(),
-                                   .vocab_hash = engine::vocab_hash(qwen2->tokenizer()),
+                                   .vocab_hash = apps::vocab_hash(qwen2->tokenizer()),
                                    .n_ctx = {},
                                    .text_hash = {}});
   ASSERT_FALSE(refused.ok());

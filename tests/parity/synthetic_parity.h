@@ -79,7 +79,7 @@ inline void check_file_parity(const std::string& path, const json& m, const char
     const std::string text = p.at("text");
     SCOPED_TRACE(text);
     const std::vector<int32_t> want_ids = p.at("prompt_ids");
-    const std::vector<int32_t> ids = e.tokenizer().encode(text, /*parse_special=*/true);
+    const std::vector<int32_t> ids = e.tokenizer().encode(text, /*add_special=*/false, /*parse_special=*/true);
     ASSERT_EQ(ids, want_ids);
     e.kv().clear();
     const auto first = p.at("first_position").get<size_t>();

@@ -60,7 +60,7 @@ TEST(TrainedModel, HasLearnedTheHeldOutText) {
     std::ifstream in(trained_path("models/trained/heldout.txt"));
     std::stringstream ss;
     ss << in.rdbuf();
-    std::vector<int32_t> ids = e.tokenizer().encode(ss.str(), /*parse_special=*/false);
+    std::vector<int32_t> ids = e.tokenizer().encode(ss.str(), /*add_special=*/false, /*parse_special=*/false);
     ASSERT_GE(ids.size(), 512u);
     ids.resize(512);
     engine::Batch batch;

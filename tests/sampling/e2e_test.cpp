@@ -35,7 +35,8 @@ Outcome run(const std::string& model, const SamplerConfig& cfg, const std::strin
       engine::Engine::load(::minfer::test::fixture_path("models/" + model), {.n_ctx = 1024, .n_threads = 1});
   EXPECT_TRUE(engine.ok()) << engine.status().message();
   if (!engine.ok()) return {};
-  const std::vector<int32_t> ids = (*engine)->tokenizer().encode(prompt, /*parse_special=*/true);
+  const std::vector<int32_t> ids =
+      (*engine)->tokenizer().encode(prompt, /*add_special=*/false, /*parse_special=*/true);
   engine::GenerateOptions opts;
   opts.n_predict = 160;
   opts.sampling = cfg;

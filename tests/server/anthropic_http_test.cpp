@@ -318,7 +318,8 @@ TEST(MessagesBudget, ThinkingEndsAtBudgetTokens) {
   const tokenizer::Tokenizer& tok = server.engine().tokenizer();
   json bias = json::object();
   for (int32_t id : tok.eog_ids()) bias[std::to_string(id)] = -100;
-  for (int32_t id : tok.encode("</think>", /*parse_special=*/true)) bias[std::to_string(id)] = -100;
+  for (int32_t id : tok.encode("</think>", /*add_special=*/false, /*parse_special=*/true))
+    bias[std::to_string(id)] = -100;
   constexpr int kBudget = 1024, kMax = 1100;
   json b = message_body("Think about it", kMax,
                         {{"temperature", 0},

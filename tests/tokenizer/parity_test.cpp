@@ -77,7 +77,7 @@ TEST_P(TokenizerParity, MatchesLlamaCpp) {
   ASSERT_GT(texts.size(), 40u);
   size_t agree = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
-    const Ids got = tok.encode(texts[i], c.parse_special);
+    const Ids got = tok.encode(texts[i], /*add_special=*/false, c.parse_special);
     if (got == expected[i]) {
       ++agree;
     } else {
@@ -181,7 +181,7 @@ TEST(TokenizerParityIds, ArbitraryBytesRoundTrip) {
       }
     }
     for (const bool special : {false, true}) {
-      const Ids ids = tok.encode(s, special);
+      const Ids ids = tok.encode(s, /*add_special=*/false, special);
       for (const int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok.n_vocab());
       ASSERT_EQ(tok.decode(ids), s) << "special=" << special;
     }
@@ -202,7 +202,7 @@ TEST(TokenizerParityIds, SyntheticModelPrompts) {
       const auto j = nlohmann::json::parse(test::read_file(entry.path().string()));
       const std::string text = j.at("prompt_text").get<std::string>();
       const Ids want = j.at("prompt_ids").get<Ids>();
-      EXPECT_EQ(tok.encode(text, true), want) << entry.path();
+      EXPECT_EQ(tok.encode(text, /*add_special=*/false, true), want) << entry.path();
       EXPECT_EQ(tok.decode(want), text) << entry.path();
       ++checked;
     }

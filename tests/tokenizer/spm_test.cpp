@@ -57,7 +57,7 @@ TEST(SpmTest, HigherScoreMergesFirst) {
     const int32_t ab = v.add("ab", bc_first ? -2.0f : -1.0f), bc = v.add("bc", bc_first ? -1.0f : -2.0f);
     auto tok = v.build();
     ASSERT_TRUE(tok.ok()) << tok.status().message();
-    EXPECT_EQ(tok->encode("abc", true), bc_first ? (Ids{a, bc}) : (Ids{ab, c}));
+    EXPECT_EQ(tok->encode("abc", /*add_special=*/false, true), bc_first ? (Ids{a, bc}) : (Ids{ab, c}));
     (void)b;
   }
 }
@@ -71,7 +71,7 @@ TEST(SpmTest, EqualScoresMergeLeftmostFirst) {
   v.add("bc", -1);
   auto tok = v.build();
   ASSERT_TRUE(tok.ok());
-  EXPECT_EQ(tok->encode("abc", true), (Ids{ab, c}));
+  EXPECT_EQ(tok->encode("abc", /*add_special=*/false, true), (Ids{ab, c}));
 }
 
 TEST(SpmTest, MergesAnySplitOfAToken) {
@@ -87,7 +87,7 @@ TEST(SpmTest, MergesAnySplitOfAToken) {
   const int32_t abcd = v.add("abcd", -3);
   auto tok = v.build();
   ASSERT_TRUE(tok.ok());
-  EXPECT_EQ(tok->encode("abcd", true), (Ids{abcd}));
+  EXPECT_EQ(tok->encode("abcd", /*add_special=*/false, true), (Ids{abcd}));
 }
 
 TEST(SpmTest, UnknownCharactersFallBackToBytes) {
@@ -95,8 +95,8 @@ TEST(SpmTest, UnknownCharactersFallBackToBytes) {
   const int32_t a = v.add("a", -1);
   auto tok = v.build();
   ASSERT_TRUE(tok.ok());
-  EXPECT_EQ(tok->encode("a\xc3\xa9", true), (Ids{a, kByte0 + 0xc3, kByte0 + 0xa9}));
-  EXPECT_EQ(tok->decode(tok->encode("a\xc3\xa9", true)), "a\xc3\xa9");
+  EXPECT_EQ(tok->encode("a\xc3\xa9", /*add_special=*/false, true), (Ids{a, kByte0 + 0xc3, kByte0 + 0xa9}));
+  EXPECT_EQ(tok->decode(tok->encode("a\xc3\xa9", /*add_special=*/false, true)), "a\xc3\xa9");
   EXPECT_EQ(tok->token_bytes(kByte0 + 0x0a), "\n");
 }
 
@@ -108,19 +108,19 @@ TEST(SpmTest, SpacePrefixStartsEachFragmentAfterASpecialToken) {
   auto tok = v.build(/*space_prefix=*/true);
   ASSERT_TRUE(tok.ok());
   EXPECT_TRUE(tok->add_space_prefix());
-  EXPECT_EQ(tok->encode("a", true), (Ids{spa}));
-  EXPECT_EQ(tok->encode("a a", true), (Ids{spa, spa}));
-  EXPECT_EQ(tok->encode("a</s>a", true), (Ids{spa, 2, spa}));
-  EXPECT_EQ(tok->encode("</s>a", true), (Ids{2, spa}));
+  EXPECT_EQ(tok->encode("a", /*add_special=*/false, true), (Ids{spa}));
+  EXPECT_EQ(tok->encode("a a", /*add_special=*/false, true), (Ids{spa, spa}));
+  EXPECT_EQ(tok->encode("a</s>a", /*add_special=*/false, true), (Ids{spa, 2, spa}));
+  EXPECT_EQ(tok->encode("</s>a", /*add_special=*/false, true), (Ids{2, spa}));
   // Without special parsing `</s>` is text: one fragment, one prefix.
-  const Ids plain = tok->encode("a</s>a", false);
+  const Ids plain = tok->encode("a</s>a", /*add_special=*/false, false);
   EXPECT_EQ(plain.front(), spa);
   EXPECT_EQ(plain.back(), a);
-  EXPECT_EQ(tok->encode("  ", true), (Ids{sp, sp, sp}));
+  EXPECT_EQ(tok->encode("  ", /*add_special=*/false, true), (Ids{sp, sp, sp}));
   // No prefix when the vocabulary says so.
   auto bare = v.build(/*space_prefix=*/false);
   ASSERT_TRUE(bare.ok());
-  EXPECT_EQ(bare->encode("a", true), (Ids{a}));
+  EXPECT_EQ(bare->encode("a", /*add_special=*/false, true), (Ids{a}));
 }
 
 TEST(SpmTest, DetokenizeDropsTheAddedSpaceOnce) {
@@ -165,7 +165,7 @@ TEST(SpmTest, LongWordStaysFast) {
   const int32_t aaaa = v.add("aaaa", -1);
   auto tok = v.build();
   ASSERT_TRUE(tok.ok());
-  const Ids ids = tok->encode(std::string(200002, 'a'), true);
+  const Ids ids = tok->encode(std::string(200002, 'a'), /*add_special=*/false, true);
   ASSERT_EQ(ids.size(), 50001u);
   EXPECT_EQ(ids.front(), aaaa);
   EXPECT_EQ(ids.back(), aa);

@@ -51,7 +51,7 @@ TEST(StreamDecoderTest, FinishDropsAndCountsIncompleteBytes) {
 TEST(StreamDecoderTest, ConcatenationEqualsDecodeForValidText) {
   const Tokenizer tok = tok_test::tiny_tokenizer();
   const std::string text = "hello \xe4\xb8\xad\xe6\x96\x87 w\xc3\xb6rld \xf0\x9f\xa6\x99<|im_end|>";
-  const std::vector<int32_t> ids = tok.encode(text, true);
+  const std::vector<int32_t> ids = tok.encode(text, /*add_special=*/false, true);
   StreamDecoder dec(tok);
   std::string streamed;
   for (const int32_t id : ids) streamed += dec.push(id);

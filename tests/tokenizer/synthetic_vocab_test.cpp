@@ -25,7 +25,7 @@ TEST(SyntheticVocabTest, LoadsAndRoundTrips) {
     EXPECT_TRUE(tok->is_eog(im_end));
     EXPECT_TRUE(tok->is_eog(tok->find_token("<|endoftext|>")));
     const std::string prompt = "<|im_start|>user\nthe cat is in the garden<|im_end|>\n";
-    const std::vector<int32_t> ids = tok->encode(prompt, true);
+    const std::vector<int32_t> ids = tok->encode(prompt, /*add_special=*/false, true);
     ASSERT_GE(ids.size(), 3u);
     EXPECT_EQ(ids.front(), im_start);
     EXPECT_LT(ids.size(), prompt.size() - 20);  // the merges apply

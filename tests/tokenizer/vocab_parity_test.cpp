@@ -50,8 +50,8 @@ TEST_P(VocabParity, IdsAndTextEqualLlamaCpp) {
     const std::string text = it["text"].get<std::string>();
     const Ids ids = it["ids"].get<Ids>();
     const Ids ids_plain = it["ids_plain"].get<Ids>();
-    const Ids got = tok.encode(text, /*parse_special=*/true);
-    const Ids got_plain = tok.encode(text, /*parse_special=*/false);
+    const Ids got = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
+    const Ids got_plain = tok.encode(text, /*add_special=*/false, /*parse_special=*/false);
     const std::string where = fmt::format("{} item {} {}", family, i, nlohmann::json(text).dump());
     failures += got != ids;
     EXPECT_EQ(show(got), show(ids)) << where;
@@ -123,7 +123,7 @@ TEST(VocabParity, SentencePieceIsFastEnough) {
     for (int i = 0; i < 2000; ++i)
       text += fmt::format("Line {}: the quick brown fox, {}; 你好世界 🙂\n", i, i * 7919);
     const auto t0 = std::chrono::steady_clock::now();
-    const Ids ids = tok.encode(text, true);
+    const Ids ids = tok.encode(text, /*add_special=*/false, true);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_EQ(tok.detokenize(ids), text) << name;
     EXPECT_LT(s, 5.0) << name << ": " << ids.size() << " tokens";

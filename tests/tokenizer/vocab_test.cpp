@@ -114,7 +114,7 @@ TEST(VocabTest, TokenizerIsCopyableAndMovable) {
   Tokenizer a = tok_test::tiny_tokenizer();
   Tokenizer b = a;
   Tokenizer c = std::move(a);
-  EXPECT_EQ(b.encode("hello", false), c.encode("hello", false));
+  EXPECT_EQ(b.encode("hello", /*add_special=*/false, false), c.encode("hello", /*add_special=*/false, false));
 }
 
 }  // namespace

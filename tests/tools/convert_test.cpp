@@ -272,7 +272,7 @@ void expect_tokenizer_equals_fixture(const std::string& gguf_path, const std::st
   const auto texts = tokenizer::tok_test::read_inp(test::fixture_path("tokenizer/corpus.inp"));
   const auto want = tokenizer::tok_test::read_out(test::fixture_path("tokenizer/" + out_file));
   ASSERT_EQ(texts.size(), want.size());
-  for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(tok->encode(texts[i], true), want[i]) << "corpus string " << i;
+  for (size_t i = 0; i < texts.size(); ++i) EXPECT_EQ(tok->encode(texts[i], /*add_special=*/false, true), want[i]) << "corpus string " << i;
 }
 
 // Loads in the engine and compares all-position logits with the independent scalar reference.

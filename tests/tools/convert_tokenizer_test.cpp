@@ -118,10 +118,10 @@ TEST(ConvertTokenizer, SentencePieceTokenizerJson) {
   EXPECT_EQ(file->tensors().size(), 0u);
   auto tok = tokenizer::Tokenizer::from_gguf(file->metadata());
   ASSERT_TRUE(tok.ok()) << tok.status().message();
-  EXPECT_EQ(tok->encode("abc a", true),
+  EXPECT_EQ(tok->encode("abc a", /*add_special=*/false, true),
             (std::vector<int32_t>{263, 265, 263}));  // ▁a bc ▁a: ▁a scores above bc above ab
-  EXPECT_EQ(tok->detokenize(tok->encode("abc a", true)), "abc a");
-  EXPECT_EQ(tok->encode("a x b", true),
+  EXPECT_EQ(tok->detokenize(tok->encode("abc a", /*add_special=*/false, true)), "abc a");
+  EXPECT_EQ(tok->encode("a x b", /*add_special=*/false, true),
             (std::vector<int32_t>{263, 268, 262, 260}));  // " x " user-defined, then ▁ b
 }
 

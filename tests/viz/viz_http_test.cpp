@@ -232,9 +232,8 @@ TEST(Viz, StreamsTokensRefusesASecondRunAndStatsAgreeWithADump) {
   engine::GenerateOptions g;
   g.n_predict = 8;
   g.sampling.temp = 0;
-  std::vector<int32_t> prompt = plain->tokenizer().encode("hello world", true);
-  if (plain->tokenizer().add_bos() && plain->tokenizer().bos() >= 0)
-    prompt.insert(prompt.begin(), plain->tokenizer().bos());
+  std::vector<int32_t> prompt =
+      plain->tokenizer().encode("hello world", /*add_special=*/true, /*parse_special=*/true);
   auto want = engine::generate(*plain, prompt, g);
   ASSERT_TRUE(want.ok());
   EXPECT_EQ(streamed, want->generated_ids);

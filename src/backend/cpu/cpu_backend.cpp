@@ -164,6 +164,7 @@ Status CpuBackend::execute(const Graph& graph, NodeId id, std::span<void* const>
       return {};
     }
     case OpKind::kKvStore:
+    case OpKind::kKvRows:
     case OpKind::kAttention: {
       const int32_t layer = node.params.layer;
       if (layer < 0 || static_cast<size_t>(layer) >= ctx.kv.size() || ctx.batch == nullptr) {
@@ -172,17 +173,23 @@ Status CpuBackend::execute(const Graph& graph, NodeId id, std::span<void* const>
       const KvLayerView& kv = ctx.kv[static_cast<size_t>(layer)];
       const BatchView& batch = *ctx.batch;
       const auto n_tokens = static_cast<int64_t>(batch.tokens.size());
-      if (node.op == OpKind::kKvStore) {
-        if (src_node(0).n_elements() != n_tokens * kv.row_elems) {
-          return invalid_argument("node {} ({}): K has {} elements, the layer's cells take {} x {}", id, node.name,
-                                  src_node(0).n_elements(), n_tokens, kv.row_elems);
+      if (node.op == OpKind::kKvStore || node.op == OpKind::kKvRows) {
+        const int64_t elems = node.op == OpKind::kKvStore ? src_node(0).n_elements() : node.n_elements();
+        if (elems != n_tokens * kv.row_elems || static_cast<int64_t>(batch.store_cells.size()) != n_tokens) {
+          return invalid_argument("node {} ({}): {} K elements and {} cells, the layer's cells take {} x {}", id,
+                                  node.name, elems, batch.store_cells.size(), n_tokens, kv.row_elems);
         }
         for (int32_t cell : batch.store_cells) {
           if (cell < 0 || cell >= kv.n_cells) {
             return invalid_argument("node {} ({}): KV cell {} outside [0, {})", id, node.name, cell, kv.n_cells);
           }
         }
-        cpu::kv_store(kv, f32(0), f32(1), batch.store_cells.data(), n_tokens, pool);
+        if (node.op == OpKind::kKvRows) {
+          cpu::kv_rows(kv, batch.store_cells.data(), n_tokens, out, pool);
+        } else {
+          cpu::kv_store(kv, f32(0), node.src.size() > 1 ? f32(1) : nullptr, batch.store_cells.data(), n_tokens,
+                        pool);
+        }
         return {};
       }
       const auto& p = node.params;

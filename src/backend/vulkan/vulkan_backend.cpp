@@ -187,9 +187,11 @@ bool VulkanBackend::supports_op(const Graph& graph, const Node& node) const {
       return true;
     // The cache's element type is the KV cache's, not the graph's: execute() refuses any but F32, F16 and
     // Q8_0 by name (the only types KvCache accepts).
-    case OpKind::kKvStore:
-      return src(0).type == DType::F32 && src(1).type == DType::F32 &&
-             src(0).n_elements() == src(1).n_elements();
+    case OpKind::kKvStore:  // K and V, or K alone (a K shift's store)
+      return src(0).type == DType::F32 &&
+             (node.src.size() == 1 || (src(1).type == DType::F32 && src(0).n_elements() == src(1).n_elements()));
+    case OpKind::kKvRows:  // get_rows.comp over the layer's K cells
+      return node.type == DType::F32;
     case OpKind::kAttention:  // attention.comp has no sliding window (gemma3's local layers stay on the CPU)
       return src(0).type == DType::F32 && node.type == DType::F32 && node.params.n_swa == 0 && node.params.n_head > 0 &&
              node.params.n_head_kv > 0 && node.params.n_head % node.params.n_head_kv == 0 &&
@@ -672,6 +674,7 @@ Status VulkanBackend::record(const Graph& graph, NodeId id, std::span<void* cons
       return dispatch(*p, {xw, pw, yw}, &push, (n_el + kWorkgroup - 1) / kWorkgroup);
     }
     case OpKind::kKvStore:
+    case OpKind::kKvRows:
     case OpKind::kAttention:
       return kv_op(graph, id, data, ctx);
     case OpKind::kMoeRoute:
@@ -738,12 +741,17 @@ Status VulkanBackend::kv_op(const Graph& graph, NodeId id, std::span<void* const
   MINFER_ASSIGN_OR_RETURN(vk::Window kw, bind(k, region));
   MINFER_ASSIGN_OR_RETURN(vk::Window vw, bind(v, region));
 
-  if (node.op == OpKind::kKvStore) {
+  if (node.op == OpKind::kKvStore || node.op == OpKind::kKvRows) {
     const uint64_t elems = static_cast<uint64_t>(n_tokens) * static_cast<uint64_t>(kv.row_elems);
-    if (static_cast<uint64_t>(src_node(0).n_elements()) != elems ||
-        static_cast<uint64_t>(src_node(1).n_elements()) != elems) {
-      return invalid_argument("K has {} elements, V {}, the layer's cells take {} x {}",
-                              src_node(0).n_elements(), src_node(1).n_elements(), n_tokens, kv.row_elems);
+    const size_t n_src = node.op == OpKind::kKvStore ? node.src.size() : 0;
+    for (size_t i = 0; i < n_src; ++i) {
+      if (static_cast<uint64_t>(src_node(i).n_elements()) != elems)
+        return invalid_argument("{} has {} elements, the layer's cells take {} x {}", i == 0 ? "K" : "V",
+                                src_node(i).n_elements(), n_tokens, kv.row_elems);
+    }
+    if (node.op == OpKind::kKvRows && static_cast<uint64_t>(node.n_elements()) != elems) {
+      return invalid_argument("{} K elements read, the layer's cells give {} x {}", node.n_elements(), n_tokens,
+                              kv.row_elems);
     }
     if (batch.store_cells.size() != static_cast<size_t>(n_tokens)) {
       return invalid_argument("{} store cells for {} tokens", batch.store_cells.size(), n_tokens);
@@ -751,6 +759,13 @@ Status VulkanBackend::kv_op(const Graph& graph, NodeId id, std::span<void* const
     for (int32_t cell : batch.store_cells) {
       if (cell < 0 || cell >= kv.n_cells)
         return invalid_argument("KV cell {} outside [0, {})", cell, kv.n_cells);
+    }
+    if (node.op == OpKind::kKvRows) {  // the K cells as a table of n_cells rows, read like a weight
+      if (n_tokens == 0) return {};
+      MINFER_ASSIGN_OR_RETURN(Tensor cells, locate(batch.store_cells.data(), batch.store_cells.size() * 4));
+      MINFER_ASSIGN_OR_RETURN(Tensor o, locate(data[static_cast<size_t>(id)], elems * 4));
+      const auto n_cells = static_cast<uint64_t>(kv.n_cells);
+      return get_rows(node, kv.type, {{k.buffer}, n_cells, k.offset, n_cells, kv.row_bytes}, cells, n_tokens, o);
     }
     if (kv.type == DType::Q8_0 && kv.row_elems / 32 > kMaxQ8Blocks) {
       return unsupported("q8_0 cell rows of {} elements (the kv_store shader takes up to {})", kv.row_elems,
@@ -761,7 +776,7 @@ Status VulkanBackend::kv_op(const Graph& graph, NodeId id, std::span<void* const
     MINFER_ASSIGN_OR_RETURN(vk::Window cw, bind(cells, batch.store_cells.size() * 4));
     MINFER_ASSIGN_OR_RETURN(const vk::Pipeline* p, pipeline("kv_store", 3, sizeof(KvStorePush),
                                                             {kWorkgroup, static_cast<uint32_t>(kv.type)}));
-    for (size_t i = 0; i < 2; ++i) {  // K, then V
+    for (size_t i = 0; i < n_src; ++i) {  // K, then V (a K shift stores K alone)
       MINFER_ASSIGN_OR_RETURN(Tensor x, locate(ptr(i), elems * 4));
       MINFER_ASSIGN_OR_RETURN(vk::Window xw, bind(x, elems * 4));
       const vk::Window& dw = i == 0 ? kw : vw;

@@ -185,6 +185,36 @@ Result<std::vector<backend::WeightSource>> collect_weights(const gguf::File& fil
   return out;
 }
 
+Result<graph::Graph> Model::build_kv_shift_graph(const graph::GraphParams& params) const {
+  const HParams& hp = hparams_;
+  if (!params.kv_shift || params.n_tokens <= 0 || params.n_outputs != 0) {
+    return invalid_argument("K shift: a graph over {} cells with {} outputs", params.n_tokens, params.n_outputs);
+  }
+  GraphBuilder b;
+  const int64_t n = params.n_tokens;
+  const NodeId deltas = b.input(InputKind::kPositions, n);
+  NodeId freq_factors = graph::kNoNode;
+  if (!hp.rope_freq_factors.empty()) {
+    for (const backend::WeightSource& w : weights_) {
+      if (w.name == "rope_freqs.weight") freq_factors = b.weight(w.name, w.type, w.ne);
+    }
+    if (freq_factors == graph::kNoNode) return invalid_argument("K shift: the model has no rope_freqs.weight");
+  }
+  const graph::RopeMode mode = hp.rope_normal ? graph::RopeMode::kNormal : graph::RopeMode::kNeox;
+  for (int32_t l = 0; l < hp.n_layer; ++l) {
+    b.set_layer(l);
+    const std::string p = fmt::format("blk.{}.", l);
+    const bool local = !hp.swa_layers.empty() && hp.swa_layers[static_cast<size_t>(l)];
+    NodeId k = b.named(b.kv_rows(l, hp.n_embd_kv(), n), p + "k_cells");
+    k = b.reshape(k, {hp.head_dim, hp.n_head_kv, n, 1});
+    k = b.named(b.rope(k, deltas, hp.n_rot, local ? hp.rope_freq_base_swa : hp.rope_freq_base, mode,
+                       local ? hp.rope_freq_scale_swa : hp.rope_freq_scale, local ? graph::kNoNode : freq_factors),
+                p + "k_shifted");
+    b.named(b.kv_store(l, b.reshape(k, {hp.n_embd_kv(), n, 1, 1}), graph::kNoNode), p + "k_store");
+  }
+  return b.take();
+}
+
 DecoderGraph::DecoderGraph(const std::vector<backend::WeightSource>& weights, const graph::GraphParams& params)
     : embeddings_(params.embeddings), select_rows_(params.n_outputs != params.n_tokens) {
   for (const auto& w : weights) by_name_[w.name] = &w;

@@ -1,4 +1,5 @@
-// Writes a batch's K and V rows into their KV cells, converting f32 to the cache's element type
+// kv_rows reads K rows of cells back as f32 (a K shift's input); kv_store writes a batch's K and V rows into
+// their KV cells, converting f32 to the cache's element type
 // (f32 copy, f16 round-to-nearest-even through the kernel table's converter, q8_0 with ggml's reference
 // quantizer).
 #include <cstring>
@@ -35,7 +36,18 @@ void kv_store(const KvLayerView& kv, const float* k, const float* v, const int32
     split_range(n_tokens, ith, nth, &t0, &t1);
     for (int64_t t = t0; t < t1; ++t) {
       store_row(kv, k + t * kv.row_elems, kv.k, cells[t]);
-      store_row(kv, v + t * kv.row_elems, kv.v, cells[t]);
+      if (v != nullptr) store_row(kv, v + t * kv.row_elems, kv.v, cells[t]);
+    }
+  });
+}
+
+void kv_rows(const KvLayerView& kv, const int32_t* cells, int64_t n, float* out, ThreadPool& pool) {
+  pool.run([&](int ith, int nth) {
+    int64_t t0, t1;
+    split_range(n, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; ++t) {
+      const auto* row = static_cast<const uint8_t*>(kv.k) + static_cast<size_t>(cells[t]) * kv.row_bytes;
+      quant::dequantize_row(kv.type, row, out + t * kv.row_elems, kv.row_elems);
     }
   });
 }

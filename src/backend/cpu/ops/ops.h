@@ -56,9 +56,12 @@ void rope_token(const float* x, int64_t head_dim, int64_t n_head, int32_t pos, c
 // x: {head_dim, n_head, n_tokens}; rotates the first n_rot dims of each head.
 void rope(const float* x, int64_t head_dim, int64_t n_head, int64_t n_tokens, const int32_t* positions,
           const RopeSpec& spec, float* y, ThreadPool& pool);
-// Writes K/V rows (n_tokens rows of kv.row_elems floats) into cells, converting to the cache type.
+// Writes K/V rows (n_tokens rows of kv.row_elems floats) into cells, converting to the cache type; v nullptr:
+// K only.
 void kv_store(const KvLayerView& kv, const float* k, const float* v, const int32_t* cells, int64_t n_tokens,
               ThreadPool& pool);
+// The K rows of n cells, converted to f32: out {kv.row_elems, n}.
+void kv_rows(const KvLayerView& kv, const int32_t* cells, int64_t n, float* out, ThreadPool& pool);
 // q: {head_dim, n_head, n_tokens} -> out: {head_dim * n_head, n_tokens}. n_swa > 0: each token attends only
 // the cells of its window with pos > its pos - n_swa (a suffix of the window, found from
 // batch.window_positions).

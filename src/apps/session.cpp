@@ -1,14 +1,14 @@
 // Multi-turn conversation: incremental prefill against the tokens the KV sequence already holds, context
 // shift on overflow, /regen, /clear, session files. Generation itself is engine::generate().
-#include "engine/session.h"
+#include "apps/session.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-namespace minfer::engine {
+namespace minfer::apps {
 
-ChatSession::ChatSession(Engine& engine, chat::ChatTemplate tmpl, ChatSessionOptions options)
+ChatSession::ChatSession(engine::Engine& engine, chat::ChatTemplate tmpl, ChatSessionOptions options)
     : engine_(engine), template_(std::move(tmpl)), options_(std::move(options)) {
   clear();
   reset_sequence();
@@ -33,13 +33,10 @@ Result<std::vector<int32_t>> ChatSession::render_tokens(const nlohmann::ordered_
   auto text = template_.render(inputs);
   if (!text.ok()) return text.status().with_context("chat template: ");
   const tokenizer::Tokenizer& tok = engine_.tokenizer();
-  std::vector<int32_t> ids;
-  if (tok.add_bos() && tok.bos() >= 0) ids.push_back(tok.bos());
-  tok.encode(*text, /*parse_special=*/true, ids);
-  return ids;
+  return tok.encode_chat(*text);
 }
 
-Result<TurnResult> ChatSession::send(std::string_view user, const GenerateOptions& gen,
+Result<TurnResult> ChatSession::send(std::string_view user, const engine::GenerateOptions& gen,
                                      const std::function<void(std::string_view)>& on_text) {
   const nlohmann::ordered_json before = messages_;
   messages_.push_back({{"role", "user"}, {"content", std::string(user)}});
@@ -48,14 +45,14 @@ Result<TurnResult> ChatSession::send(std::string_view user, const GenerateOption
   return result;
 }
 
-Result<TurnResult> ChatSession::regenerate(const GenerateOptions& gen,
+Result<TurnResult> ChatSession::regenerate(const engine::GenerateOptions& gen,
                                            const std::function<void(std::string_view)>& on_text) {
   if (messages_.empty() || messages_.back()["role"] != "assistant") {
     return invalid_argument("/regen: there is no reply to regenerate yet");
   }
   const nlohmann::ordered_json before = messages_;
   messages_.erase(messages_.end() - 1);
-  GenerateOptions again = gen;
+  engine::GenerateOptions again = gen;
   // A different stream of random numbers for each regeneration (greedy decoding repeats itself anyway);
   // a clock seed is new every time already.
   ++n_regenerations_;
@@ -67,7 +64,7 @@ Result<TurnResult> ChatSession::regenerate(const GenerateOptions& gen,
   return result;
 }
 
-Result<TurnResult> ChatSession::run_turn(const GenerateOptions& gen,
+Result<TurnResult> ChatSession::run_turn(const engine::GenerateOptions& gen,
                                          const std::function<void(std::string_view)>& on_text) {
   TurnResult result;
   MINFER_ASSIGN_OR_RETURN(std::vector<int32_t> prompt,
@@ -79,16 +76,16 @@ Result<TurnResult> ChatSession::run_turn(const GenerateOptions& gen,
   MINFER_RETURN_IF_ERROR(fit_context(&prompt, reserve, &result));
 
   // Keep the longest prefix the sequence already holds; at least one token is evaluated for the logits.
-  const size_t keep = std::min(common_prefix(cached_, prompt), prompt.size() - 1);
+  const size_t keep = std::min(engine::common_prefix(cached_, prompt), prompt.size() - 1);
   engine_.kv().seq_rm(options_.seq, static_cast<int32_t>(keep), -1);
   cached_.resize(keep);
 
-  GenerateOptions options = gen;
+  engine::GenerateOptions options = gen;
   options.seq = options_.seq;
   options.n_cached = static_cast<int32_t>(keep);
-  auto generated = drafter_ != nullptr ? generate_speculative(engine_, *drafter_, prompt, options, spec_,
-                                                              &result.spec, on_text)
-                                       : generate(engine_, prompt, options, on_text);
+  auto generated = drafter_ != nullptr ? engine::generate_speculative(engine_, *drafter_, prompt, options,
+                                                                      spec_, &result.spec, on_text)
+                                       : engine::generate(engine_, prompt, options, on_text);
   if (!generated.ok()) {
     reset_sequence();  // a failed decode leaves the sequence in an unknown state: start over next turn
     return generated.status();
@@ -162,7 +159,7 @@ Status ChatSession::shift_cache(const std::vector<int32_t>& new_prompt, TurnResu
   // kept turns start in the cache: the position whose tokens match the new prompt after the head longest.
   // The dropped rows are matched by position, not by content: a reply whose text re-tokenizes differently
   // is still removed whole.
-  const size_t shared = common_prefix(cached_, new_prompt);
+  const size_t shared = engine::common_prefix(cached_, new_prompt);
   size_t k = shared;
   if (n_head() > 0) {
     nlohmann::ordered_json head = nlohmann::ordered_json::array({messages_[0]});
@@ -183,15 +180,9 @@ Status ChatSession::shift_cache(const std::vector<int32_t>& new_prompt, TurnResu
   }
   if (best_len == 0) return {};  // nothing of the kept turns is cached: the exact path costs the same
 
-  kv::KvCache& kv = engine_.kv();
-  const models::HParams& hp = engine_.hparams();
-  const kv::RopeParams rope{hp.head_dim,       hp.n_head_kv,       hp.n_rot,
-                            hp.rope_freq_base, !hp.rope_normal, hp.rope_freq_scale,
-                            hp.rope_freq_factors, hp.swa_layers, hp.rope_freq_base_swa,
-                            hp.rope_freq_scale_swa};
   const auto delta = static_cast<int32_t>(best_end - k);
-  kv.seq_rm(options_.seq, static_cast<int32_t>(k), static_cast<int32_t>(best_end));
-  if (Status st = kv.seq_add(options_.seq, static_cast<int32_t>(best_end), -1, -delta, rope); !st.ok()) {
+  engine_.kv().seq_rm(options_.seq, static_cast<int32_t>(k), static_cast<int32_t>(best_end));
+  if (Status st = engine_.seq_add(options_.seq, static_cast<int32_t>(best_end), -1, -delta); !st.ok()) {
     reset_sequence();
     return st;
   }
@@ -201,4 +192,4 @@ Status ChatSession::shift_cache(const std::vector<int32_t>& new_prompt, TurnResu
   return {};
 }
 
-}  // namespace minfer::engine
+}  // namespace minfer::apps

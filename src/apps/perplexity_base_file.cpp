@@ -1,6 +1,6 @@
 // Writing and reading the KL-divergence base file (layout in perplexity_base_file.h). Written through a
 // temporary file and a rename, so an interrupted run never leaves a file that looks complete.
-#include "engine/perplexity_base_file.h"
+#include "apps/perplexity_base_file.h"
 
 #include <cstdio>
 #include <cstring>
@@ -8,10 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "apps/perplexity.h"
 #include "core/fnv1a.h"
-#include "engine/perplexity.h"
 
-namespace minfer::engine {
+namespace minfer::apps {
 namespace {
 
 constexpr char kMagic[4] = {'M', 'F', 'K', 'L'};
@@ -213,4 +213,4 @@ Result<std::span<const uint8_t>> KldBaseReader::read_chunk() {
   return std::span<const uint8_t>(rows_);
 }
 
-}  // namespace minfer::engine
+}  // namespace minfer::apps

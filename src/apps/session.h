@@ -1,10 +1,10 @@
 // A multi-turn conversation on one KV sequence: the messages, the tokens the sequence holds, and the
 // turn logic (render with the model's template → keep the longest cached prefix → prefill only the rest →
-// generate), context shift on overflow, /regen and /clear, and saving/resuming a session (messages as
+// engine::generate), context shift on overflow, /regen and /clear, and saving/resuming a session (messages as
 // JSON plus a FILE.kv companion). No terminal code here: the CLI's REPL drives it, tests drive it directly.
 //
 //   ChatSession chat(engine, tmpl, {.system = "You are terse."});
-//   GenerateOptions gen;  gen.n_predict = 128;
+//   engine::GenerateOptions gen;  gen.n_predict = 128;
 //   MINFER_ASSIGN_OR_RETURN(TurnResult r, chat.send("Hi", gen, print));   // r.stats.n_prefilled, n_cached
 //   MINFER_ASSIGN_OR_RETURN(r, chat.send("And then?", gen, print));       // prefills only the new turn
 //   MINFER_RETURN_IF_ERROR(chat.save("chat.json"));                       // + chat.json.kv
@@ -23,7 +23,7 @@
 #include "engine/generate.h"
 #include "engine/speculative.h"
 
-namespace minfer::engine {
+namespace minfer::apps {
 
 struct ChatSessionOptions {
   std::string system;  // the system prompt (empty: none); kept by clear() and by every context shift
@@ -45,10 +45,10 @@ struct TurnStats {
 };
 
 struct TurnResult {
-  GenerateResult generation;
+  engine::GenerateResult generation;
   TurnStats stats;
-  SpecStats spec;      // with a drafter
-  std::string notice;  // a one-line context-shift notice, empty when nothing was dropped
+  engine::SpecStats spec;  // with a drafter
+  std::string notice;      // a one-line context-shift notice, empty when nothing was dropped
 };
 
 // How a session file was resumed.
@@ -61,20 +61,20 @@ struct ResumeInfo {
 class ChatSession {
  public:
   // `engine` must outlive the session; the session owns sequence options.seq and clears it first.
-  ChatSession(Engine& engine, chat::ChatTemplate tmpl, ChatSessionOptions options);
+  ChatSession(engine::Engine& engine, chat::ChatTemplate tmpl, ChatSessionOptions options);
 
   // Adds a user message and generates the reply (appended as the assistant message, even when cut short
   // by a stop or cancellation). Fails, leaving the conversation unchanged, when the message alone (with
   // the system prompt and template) does not fit the context ("... N tokens ... context holds M"), on a
   // template error or on an engine error (the KV sequence is then cleared and re-prefilled next turn).
-  Result<TurnResult> send(std::string_view user, const GenerateOptions& gen,
+  Result<TurnResult> send(std::string_view user, const engine::GenerateOptions& gen,
                           const std::function<void(std::string_view)>& on_text = {});
   // Drops the last reply and generates it again with a different seed. Fails when there is no reply yet.
-  Result<TurnResult> regenerate(const GenerateOptions& gen,
+  Result<TurnResult> regenerate(const engine::GenerateOptions& gen,
                                 const std::function<void(std::string_view)>& on_text = {});
   // Speculative decoding for every later turn (null: off). The drafter must outlive the session; a model
   // drafter's cache follows the conversation like the session's (only what changed is evaluated).
-  void set_drafter(Drafter* drafter, const SpecOptions& spec) {
+  void set_drafter(engine::Drafter* drafter, const engine::SpecOptions& spec) {
     drafter_ = drafter;
     spec_ = spec;
   }
@@ -99,7 +99,7 @@ class ChatSession {
                                              bool add_generation_prompt) const;
 
  private:
-  Result<TurnResult> run_turn(const GenerateOptions& gen,
+  Result<TurnResult> run_turn(const engine::GenerateOptions& gen,
                               const std::function<void(std::string_view)>& on_text);
   // Drops the oldest turns until `prompt` + reserve fits; shifts or trims the cache. Fills stats/notice.
   Status fit_context(std::vector<int32_t>* prompt, int32_t reserve, TurnResult* result);
@@ -107,14 +107,14 @@ class ChatSession {
   void reset_sequence();
   size_t n_head() const { return options_.system.empty() ? 0 : 1; }
 
-  Engine& engine_;
+  engine::Engine& engine_;
   chat::ChatTemplate template_;
   ChatSessionOptions options_;
   nlohmann::ordered_json messages_ = nlohmann::ordered_json::array();  // [{role, content}], system first
   std::vector<int32_t> cached_;                                        // tokens at positions 0..n-1
   uint64_t n_regenerations_ = 0;
-  Drafter* drafter_ = nullptr;
-  SpecOptions spec_;
+  engine::Drafter* drafter_ = nullptr;
+  engine::SpecOptions spec_;
 };
 
-}  // namespace minfer::engine
+}  // namespace minfer::apps

@@ -1,7 +1,7 @@
 // Perplexity and KL divergence over logits rows, with llama-perplexity's arithmetic (which parts are float
 // and which double, the 16-bit base encoding, the uncertainty formulas), so the numbers agree with it to
 // rounding on the same logits.
-#include "engine/perplexity.h"
+#include "apps/perplexity.h"
 
 #include <algorithm>
 #include <bit>
@@ -12,7 +12,7 @@
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
-namespace minfer::engine {
+namespace minfer::apps {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "the base rows are little endian in memory");
@@ -303,7 +303,7 @@ uint64_t tokens_hash(std::span<const int32_t> tokens) {
   return fnv1a(tokens.data(), tokens.size() * sizeof(int32_t), kFnv1aOffset);
 }
 
-Status evaluate_chunks(Engine& engine, std::span<const int32_t> tokens, const ChunkPlan& plan,
+Status evaluate_chunks(engine::Engine& engine, std::span<const int32_t> tokens, const ChunkPlan& plan,
                        const EvalOptions& options, RowSink& sink) {
   if (static_cast<int64_t>(tokens.size()) < static_cast<int64_t>(plan.n_chunk) * plan.n_ctx) {
     return invalid_argument("perplexity: {} tokens cannot fill {} chunks of {}", tokens.size(), plan.n_chunk,
@@ -316,7 +316,7 @@ Status evaluate_chunks(Engine& engine, std::span<const int32_t> tokens, const Ch
     const int32_t n_group = std::min(n_seq, plan.n_chunk - g);
     engine.kv().clear();
     // All chunks of the group as sequences 0..n_group-1, in order; logits for positions first..n_ctx-2.
-    Batch group;
+    engine::Batch group;
     for (int32_t s = 0; s < n_group; ++s) {
       const std::vector<int32_t> input = chunk_input(tokens, plan, g + s, options.bos);
       for (int32_t k = 0; k < plan.n_ctx; ++k)
@@ -325,7 +325,7 @@ Status evaluate_chunks(Engine& engine, std::span<const int32_t> tokens, const Ch
     int64_t row = 0;  // scored rows come back in batch order: chunk g's, then chunk g+1's, ...
     for (size_t begin = 0; begin < group.size(); begin += step) {
       const size_t end = std::min(group.size(), begin + step);
-      Batch slice;
+      engine::Batch slice;
       for (size_t i = begin; i < end; ++i) {
         slice.add(group.tokens[i], group.positions[i], group.seqs[i], group.logits[i] != 0);
       }
@@ -346,4 +346,4 @@ Status evaluate_chunks(Engine& engine, std::span<const int32_t> tokens, const Ch
   return {};
 }
 
-}  // namespace minfer::engine
+}  // namespace minfer::apps

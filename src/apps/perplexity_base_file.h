@@ -29,7 +29,7 @@
 
 #include "core/status.h"
 
-namespace minfer::engine {
+namespace minfer::apps {
 
 inline constexpr uint32_t kKldBaseVersion = 1;
 
@@ -38,8 +38,8 @@ struct KldBaseInfo {
   int32_t n_vocab = 0;
   int32_t n_chunk = 0;
   int32_t n_scored = 0;     // rows per chunk: n_ctx - 1 - n_ctx/2
-  uint64_t vocab_hash = 0;  // engine::vocab_hash of the base model
-  uint64_t text_hash = 0;   // engine::tokens_hash of the whole tokenized text
+  uint64_t vocab_hash = 0;  // vocab_hash (perplexity.h) of the base model
+  uint64_t text_hash = 0;   // tokens_hash of the whole tokenized text
   int64_t n_text_tokens = 0;
   std::vector<int32_t> tokens;  // n_chunk * n_ctx: the chunks as tokenized, without BOS replacement
 };
@@ -94,4 +94,4 @@ class KldBaseReader {
   std::vector<uint8_t> rows_;
 };
 
-}  // namespace minfer::engine
+}  // namespace minfer::apps

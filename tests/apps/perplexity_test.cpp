@@ -7,13 +7,15 @@
 
 #include <gtest/gtest.h>
 
+#include "apps/perplexity.h"
+#include "apps/perplexity_base_file.h"
 #include "engine/engine.h"
-#include "engine/perplexity.h"
-#include "engine/perplexity_base_file.h"
-#include "tiny_model.h"
+#include "engine/tiny_model.h"
 
-namespace minfer::engine {
+namespace minfer::apps {
 namespace {
+
+using namespace engine;  // the engine the programs run on (Engine, GenerateOptions, ...)
 
 // The KLD and NLL read from an encoded base row are off by at most half a quantization step of the
 // log-probabilities: scale/2 = 16/65535/2 = 1.22e-4 (the encoded range is at most 16 nats), plus f32
@@ -407,4 +409,4 @@ TEST(KldBaseFile, AnUnfinishedWriteLeavesNoFile) {
 }
 
 }  // namespace
-}  // namespace minfer::engine
+}  // namespace minfer::apps

@@ -1,4 +1,4 @@
-#include "engine/bench.h"
+#include "apps/bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 #include "core/rng.h"
 #include "engine/generate.h"
 
-namespace minfer::engine {
+namespace minfer::apps {
 namespace {
 
 std::vector<int32_t> bench_tokens(int32_t n, int32_t n_vocab, uint64_t seed) {
@@ -19,18 +19,18 @@ std::vector<int32_t> bench_tokens(int32_t n, int32_t n_vocab, uint64_t seed) {
 
 // Prefills `ids` at positions [start, start + n) in chunks of n_batch with logits for each chunk's last
 // token.
-Status prefill(Engine& engine, const std::vector<int32_t>& ids, int32_t start) {
+Status prefill(engine::Engine& engine, const std::vector<int32_t>& ids, int32_t start) {
   const auto step = static_cast<size_t>(engine.options().n_batch);
   for (size_t begin = 0; begin < ids.size(); begin += step) {
     const size_t end = std::min(ids.size(), begin + step);
-    Batch b;
+    engine::Batch b;
     for (size_t i = begin; i < end; ++i) b.add(ids[i], start + static_cast<int32_t>(i), 0, i + 1 == end);
     MINFER_RETURN_IF_ERROR(engine.decode(b).status());
   }
   return {};
 }
 
-Result<double> run_once(Engine& engine, const BenchTest& test) {
+Result<double> run_once(engine::Engine& engine, const BenchTest& test) {
   engine.kv().clear();
   const int32_t nv = engine.tokenizer().n_vocab();
   if (test.depth > 0) MINFER_RETURN_IF_ERROR(prefill(engine, bench_tokens(test.depth, nv, 1), 0));
@@ -39,7 +39,7 @@ Result<double> run_once(Engine& engine, const BenchTest& test) {
     MINFER_RETURN_IF_ERROR(prefill(engine, bench_tokens(test.n_prompt, nv, 2), test.depth));
   } else {
     const std::vector<int32_t> ids = bench_tokens(test.n_gen, nv, 3);
-    Batch b;
+    engine::Batch b;
     for (int32_t i = 0; i < test.n_gen; ++i) {
       b.clear();
       b.add(ids[static_cast<size_t>(i)], test.depth + i, 0, true);
@@ -81,13 +81,13 @@ std::vector<double> BenchResult::samples_ts() const {
 }
 
 // What to do about a context too small: raise -c, unless it already is the model's trained length.
-static std::string raise_ctx_hint(const Engine& engine) {
+static std::string raise_ctx_hint(const engine::Engine& engine) {
   const int32_t n_train = engine.hparams().n_ctx_train;
   if (engine.n_ctx() < n_train) return "raise --n-ctx";
   return fmt::format("the model's trained context length is {}, the most it can hold", n_train);
 }
 
-Result<BenchResult> run_bench(Engine& engine, const BenchTest& test, int reps) {
+Result<BenchResult> run_bench(engine::Engine& engine, const BenchTest& test, int reps) {
   if ((test.n_prompt > 0) == (test.n_gen > 0)) return invalid_argument("bench: a test is either pp or tg");
   const int64_t need = static_cast<int64_t>(test.depth) + test.n_prompt + test.n_gen;
   if (need > engine.n_ctx()) {
@@ -105,8 +105,9 @@ Result<BenchResult> run_bench(Engine& engine, const BenchTest& test, int reps) {
   return result;
 }
 
-Result<SpecBenchResult> run_spec_bench(Engine& target, Drafter& drafter, int32_t n_gen,
-                                       const SpecOptions& spec, int reps, std::span<const int32_t> prompt_ids) {
+Result<SpecBenchResult> run_spec_bench(engine::Engine& target, engine::Drafter& drafter, int32_t n_gen,
+                                       const engine::SpecOptions& spec, int reps,
+                                       std::span<const int32_t> prompt_ids) {
   // Without a given prompt: one that repeats itself, as in an edit or a summary, so prompt lookup has
   // something to find.
   std::vector<int32_t> prompt(prompt_ids.begin(), prompt_ids.end());
@@ -118,7 +119,7 @@ Result<SpecBenchResult> run_spec_bench(Engine& target, Drafter& drafter, int32_t
     return invalid_argument("bench: a {}-token prompt and tg{} do not fit a context of {} ({})",
                             prompt.size(), n_gen, target.n_ctx(), raise_ctx_hint(target));
   }
-  GenerateOptions g;
+  engine::GenerateOptions g;
   g.n_predict = n_gen;
   g.sampling.temp = 0.0f;
   for (int32_t id : target.sampling_vocab()->eog_ids) g.sampling.logit_bias.push_back({id, -100.0f});
@@ -126,11 +127,11 @@ Result<SpecBenchResult> run_spec_bench(Engine& target, Drafter& drafter, int32_t
   out.plain.test = out.speculative.test = BenchTest{0, n_gen, 0};
   for (int r = 0; r <= reps; ++r) {  // the first round warms up
     target.kv().clear();
-    MINFER_ASSIGN_OR_RETURN(GenerateResult plain, generate(target, prompt, g));
+    MINFER_ASSIGN_OR_RETURN(engine::GenerateResult plain, engine::generate(target, prompt, g));
     target.kv().clear();
-    SpecStats stats;
-    MINFER_ASSIGN_OR_RETURN(GenerateResult fast,
-                            generate_speculative(target, drafter, prompt, g, spec, &stats));
+    engine::SpecStats stats;
+    MINFER_ASSIGN_OR_RETURN(engine::GenerateResult fast,
+                            engine::generate_speculative(target, drafter, prompt, g, spec, &stats));
     if (fast.generated_ids != plain.generated_ids) {
       return error(StatusCode::kInternal,
                    "bench: speculative greedy output differs from plain decoding at round {}", r);
@@ -151,7 +152,7 @@ double VerifyCost::median_ms() const {
   return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-Result<std::vector<VerifyCost>> run_verify_bench(Engine& engine, int32_t depth,
+Result<std::vector<VerifyCost>> run_verify_bench(engine::Engine& engine, int32_t depth,
                                                  const std::vector<int32_t>& nts, int reps) {
   engine.kv().clear();
   const int32_t nv = engine.tokenizer().n_vocab();
@@ -165,7 +166,7 @@ Result<std::vector<VerifyCost>> run_verify_bench(Engine& engine, int32_t depth,
   std::vector<VerifyCost> out;
   for (int32_t nt : nts) {
     const std::vector<int32_t> ids = bench_tokens(nt, nv, 4);
-    Batch b;
+    engine::Batch b;
     for (int32_t i = 0; i < nt; ++i) b.add(ids[static_cast<size_t>(i)], depth + i, 0, true);
     VerifyCost cost;
     cost.nt = nt;
@@ -182,4 +183,4 @@ Result<std::vector<VerifyCost>> run_verify_bench(Engine& engine, int32_t depth,
   return out;
 }
 
-}  // namespace minfer::engine
+}  // namespace minfer::apps

@@ -11,11 +11,13 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/session.h"
-#include "tiny_model.h"
+#include "apps/session.h"
+#include "engine/tiny_model.h"
 
-namespace minfer::engine {
+namespace minfer::apps {
 namespace {
+
+using namespace engine;  // the engine the programs run on (Engine, GenerateOptions, ...)
 
 std::unique_ptr<Engine> load(const std::string& path, int32_t n_ctx, DType cache = DType::F32) {
   EngineOptions o;
@@ -442,4 +444,4 @@ TEST(ChatSession, EveryMismatchFallsBackToReRenderingWithItsReason) {
 }
 
 }  // namespace
-}  // namespace minfer::engine
+}  // namespace minfer::apps

@@ -5,7 +5,7 @@
 // tokens first+1 .. n_ctx-1 (n_ctx - 1 - n_ctx/2 tokens per chunk). PPL = exp(mean NLL).
 //
 // The pure part (NLL, sums, the 16-bit base log-probabilities, KLD statistics) works on logits rows and is
-// tested without a model; evaluate_chunks() drives an Engine and hands each scored row to a sink.
+// tested without a model; evaluate_chunks() drives an engine::Engine and hands each scored row to a sink.
 //
 //   MINFER_ASSIGN_OR_RETURN(ChunkPlan plan, plan_chunks(tokens.size(), 512, /*max_chunks=*/-1));
 //   NllSums sums;
@@ -24,10 +24,11 @@
 namespace minfer::tokenizer {
 class Tokenizer;
 }
-
 namespace minfer::engine {
-
 class Engine;
+}
+
+namespace minfer::apps {
 
 // ---- one position ----
 
@@ -163,7 +164,7 @@ struct EvalOptions {
 // must hold options.n_seq * plan.n_ctx cells), options.n_seq at a time as sequences 0..n_seq-1, and hands
 // every scored row to `sink`. Fails on a decode error or a sink error. Cost: plan.n_chunk * n_ctx tokens
 // of forward passes; memory: n_batch rows of logits.
-Status evaluate_chunks(Engine& engine, std::span<const int32_t> tokens, const ChunkPlan& plan,
+Status evaluate_chunks(engine::Engine& engine, std::span<const int32_t> tokens, const ChunkPlan& plan,
                        const EvalOptions& options, RowSink& sink);
 
-}  // namespace minfer::engine
+}  // namespace minfer::apps

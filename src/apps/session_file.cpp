@@ -11,11 +11,11 @@
 
 #include <fmt/format.h>
 
+#include "apps/session.h"
 #include "core/fnv1a.h"
-#include "engine/session.h"
 #include "kv/kv_state.h"
 
-namespace minfer::engine {
+namespace minfer::apps {
 namespace {
 
 constexpr const char* kFormat = "minfer-chat-session";
@@ -130,4 +130,4 @@ Result<ResumeInfo> ChatSession::resume(const std::string& path) {
   return info;
 }
 
-}  // namespace minfer::engine
+}  // namespace minfer::apps
