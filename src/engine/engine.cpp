@@ -120,24 +120,25 @@ std::shared_ptr<const sampling::VocabView> Engine::sampling_vocab() {
   return sampling_vocab_;
 }
 
-Result<const sched::Plan*> Engine::plan_for(const graph::GraphParams& params) {
-  MINFER_ASSIGN_OR_RETURN(sched::Plan * plan, scheduler_->plan(params, [&](const graph::GraphParams& p) {
+Result<sched::Plan*> Engine::plan(const graph::GraphParams& params) {
+  return scheduler_->plan(params, [&](const graph::GraphParams& p) {
     return p.kv_shift ? model_->build_kv_shift_graph(p) : model_->build_graph(p);
-  }));
-  return plan;
+  });
+}
+
+Result<const sched::Plan*> Engine::plan_for(const graph::GraphParams& params) {
+  MINFER_ASSIGN_OR_RETURN(sched::Plan * p, plan(params));
+  return p;
 }
 
 Status Engine::seq_add(kv::SeqId seq, int32_t p0, int32_t p1, int32_t delta) {
   MINFER_ASSIGN_OR_RETURN(const std::vector<int32_t> cells, kv_->shift_cells(seq, p0, p1, delta));
   if (cells.empty()) return {};
   const auto n = static_cast<int32_t>(cells.size());
-  graph::GraphParams params{n, 0, false, true};
-  MINFER_ASSIGN_OR_RETURN(sched::Plan * plan, scheduler_->plan(params, [&](const graph::GraphParams& p) {
-    return model_->build_kv_shift_graph(p);
-  }));
+  MINFER_ASSIGN_OR_RETURN(sched::Plan * shift, plan(graph::GraphParams{n, 0, false, true}));
   // The cells are read and written where they live: the placement that put each layer's attention there
   // must have put its kv_rows and kv_store there too.
-  for (const graph::Node& node : plan->graph.nodes) {
+  for (const graph::Node& node : shift->graph.nodes) {
     if (node.op != graph::OpKind::kKvRows && node.op != graph::OpKind::kKvStore) continue;
     const backend::Backend* runs = scheduler_->backends()[static_cast<size_t>(node.backend)];
     const backend::Backend& holds = kv_->layer_backend(node.params.layer);
@@ -152,7 +153,7 @@ Status Engine::seq_add(kv::SeqId seq, int32_t p0, int32_t p1, int32_t delta) {
   batch.tokens = deltas;
   batch.positions = deltas;
   batch.store_cells = cells;
-  MINFER_RETURN_IF_ERROR(scheduler_->execute(*plan, batch, kv_->views()));
+  MINFER_RETURN_IF_ERROR(scheduler_->execute(*shift, batch, kv_->views()));
   kv_->add_positions(cells, delta);
   return {};
 }
@@ -186,11 +187,11 @@ Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, Outpu
   MINFER_ASSIGN_OR_RETURN(std::vector<int32_t> cells, kv_->allocate(seqs, positions));
   kv_->attention_windows(seqs, positions, &window_offsets_, &window_cells_, &window_positions_);
   graph::GraphParams params{n, static_cast<int32_t>(out_rows_.size()), output == Output::kEmbeddings};
-  auto plan = scheduler_->plan(params, [&](const graph::GraphParams& p) { return model_->build_graph(p); });
-  Status st = plan.status();
+  auto step = plan(params);
+  Status st = step.status();
   if (st.ok()) {
     size_t arena = 0;
-    for (size_t b : (*plan)->arena_bytes) arena += b;
+    for (size_t b : (*step)->arena_bytes) arena += b;
     activations_peak_ = std::max(activations_peak_, arena);
     backend::BatchView view;
     view.tokens = tokens;
@@ -200,14 +201,14 @@ Status Engine::decode_ubatch(const Batch& batch, size_t begin, size_t end, Outpu
     view.window_offsets = window_offsets_;
     view.window_cells = window_cells_;
     view.window_positions = window_positions_;
-    st = scheduler_->execute(**plan, view, kv_->views());
+    st = scheduler_->execute(**step, view, kv_->views());
   }
   if (!st.ok()) {  // give the cells back: a failed batch leaves the cache as it was
     for (size_t i = 0; i < seqs.size(); ++i) kv_->seq_rm(seqs[i], positions[i], positions[i] + 1);
     return st;
   }
   if (wanted) {
-    const float* rows = scheduler_->output_data(**plan, 0);
+    const float* rows = scheduler_->output_data(**step, 0);
     const auto width = static_cast<size_t>(output == Output::kEmbeddings ? hparams().n_embd : n_vocab());
     out->insert(out->end(), rows, rows + out_rows_.size() * width);
   }

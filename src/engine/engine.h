@@ -109,6 +109,9 @@ class Engine {
   const std::map<std::string, sched::Scheduler::OpTime>& op_times() const { return scheduler_->op_times(); }
 
  private:
+  // The scheduler's plan for `params` (built on a miss): the forward graph, or with params.kv_shift the model's
+  // K-shift graph.
+  Result<sched::Plan*> plan(const graph::GraphParams& params);
   Engine() = default;
   Status decode_ubatch(const Batch& batch, size_t begin, size_t end, Output output, std::vector<float>* out);
 
