@@ -23,10 +23,17 @@ if(MINFER_FUZZ)
 endif()
 target_include_directories(minfer_options INTERFACE ${PROJECT_SOURCE_DIR}/src)
 
-# minfer_layer(NAME SOURCES... DEPS ...): one static library per source folder.
+# minfer_layer(NAME [UNITY] SOURCES... DEPS ...): one static library per source folder.
 # Linking only the lower layers a folder may use makes a wrong include a build error.
+# UNITY (with MINFER_UNITY, on by default): the sources compile a few per translation unit, for folders whose
+# files each pay for the same heavy headers (CLI11 2.1 alone costs 5-10 s per file, at every -O level) and
+# whose speed does not matter. The asan preset turns it off, so each file is still checked on its own
+# includes there.
 function(minfer_layer name)
-  cmake_parse_arguments(L "" "" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(L "UNITY" "" "SOURCES;DEPS" ${ARGN})
   add_library(minfer_${name} STATIC ${L_SOURCES})
   target_link_libraries(minfer_${name} PUBLIC minfer_options ${L_DEPS})
+  if(L_UNITY AND MINFER_UNITY)
+    set_target_properties(minfer_${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 8)
+  endif()
 endfunction()
