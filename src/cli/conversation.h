@@ -1,6 +1,6 @@
 // `minfer MODEL --cnv`: the interactive chat REPL (and `-st`, one turn) over apps::ChatSession. This file
 // owns only the terminal: line reading (libedit on a tty, plain reads from a pipe), /commands, Ctrl-C,
-// colour, the stats line and the session file prompts. Turn logic lives in engine/session.
+// colour, the stats line and the session file prompts. Turn logic lives in apps/session.
 #pragma once
 
 #include <optional>

@@ -1,5 +1,5 @@
 // `minfer perplexity MODEL -f TEXT [-c 512] [--chunks N] [-b 2048] [-t N] [--kl-divergence-base FILE]
-// [--kl-divergence] [-o text|json]`: llama-perplexity's perplexity and KL divergence (engine/perplexity.h
+// [--kl-divergence] [-o text|json]`: llama-perplexity's perplexity and KL divergence (apps/perplexity.h
 // has the definitions). Results go to stdout, progress to stderr.
 //   - no KLD flag: PPL per chunk (running, "[1]x,[2]y,...") and overall with its +/- estimate;
 //   - --kl-divergence-base FILE: the same, and the model's distributions are saved to FILE (the base);

@@ -1,4 +1,4 @@
-// Perplexity and KL divergence (engine/perplexity.h) on hand-made logits and on a tiny generated model:
+// Perplexity and KL divergence (apps/perplexity.h) on hand-made logits and on a tiny generated model:
 // the NLL, the +/- estimate, chunking with BOS, the 16-bit base encoding, KLD statistics (a model against
 // itself is 0 with 100% top-token agreement), evaluation in sequences, and the base file's checks.
 #include <cmath>
