@@ -143,8 +143,8 @@ Status Engine::seq_add(kv::SeqId seq, int32_t p0, int32_t p1, int32_t delta) {
     const backend::Backend* runs = scheduler_->backends()[static_cast<size_t>(node.backend)];
     const backend::Backend& holds = kv_->layer_backend(node.params.layer);
     if (runs != &holds) {
-      return error(StatusCode::kInternal, "K shift: '{}' runs on {} but layer {}'s cells live on {}", node.name, runs->name(),
-                            node.params.layer, holds.name());
+      return error(StatusCode::kInternal, "K shift: '{}' runs on {} but layer {}'s cells live on {}", node.name,
+                   runs->name(), node.params.layer, holds.name());
     }
   }
   // Each cell's delta is its position input; the plan's token count is the cell count (no token is read).
